@@ -1,0 +1,61 @@
+"""``python -m playground.bench NAME [options] [--json] [--save]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from playground.bench import benchmarks
+from playground.launch import LaunchError
+from playground.provenance import provenance
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "results"
+
+
+def _print_report(result: dict, indent: str = "") -> None:
+    for key, value in result.items():
+        if isinstance(value, dict):
+            print(f"{indent}{key}:")
+            _print_report(value, indent + "  ")
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            print(f"{indent}{key}:")
+            for row in value:
+                print(indent + "  - " + ", ".join(f"{k}={v}" for k, v in row.items()))
+        else:
+            print(f"{indent}{key}: {value}")
+
+
+def main(argv=None) -> int:
+    mods = benchmarks()
+    parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__)
+    sub = parser.add_subparsers(dest="name", required=True, metavar="NAME")
+    for name, mod in mods.items():
+        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0])
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--save", action="store_true", help=f"also write it under {RESULTS_DIR.name}/")
+        mod.add_arguments(p)
+    args = parser.parse_args(argv)
+    try:
+        result = mods[args.name].run(args)
+    except (LaunchError, ValueError) as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    result = {"benchmark": args.name, **result,
+              "provenance": provenance(result.get("backend"))}
+    if args.save:
+        RESULTS_DIR.mkdir(exist_ok=True)
+        dev = result["provenance"]["device"].split(" (")[0].replace(" ", "-").lower()
+        path = RESULTS_DIR / f"{args.name}-{dev}.json"
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"saved {path.relative_to(RESULTS_DIR.parent)}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_report(result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

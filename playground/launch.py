@@ -1,0 +1,326 @@
+"""Run one function on N ranks: the course's single launcher.
+
+``run(fn, world_size, *args)`` starts ``world_size`` processes, joins them into one
+``torch.distributed`` process group and returns what ``fn(rank, world_size, *args)`` returned
+on each rank, in rank order.  The same demo code also runs under ``torchrun`` (see ``cli``).
+
+Design choices, each for a reason a reader will meet:
+
+* Rendezvous through a ``TCPStore`` the parent holds on 127.0.0.1, port 0: the kernel picks a
+  free port, so two notebooks (or a notebook and the test suite) never collide.
+* One CPU thread per rank on gloo: two ranks per core already oversubscribe a laptop.
+* Each rank's stdout/stderr is captured at the file-descriptor level and re-printed by the
+  parent, rank by rank, so a cell prints the same thing under Jupyter and under pytest.
+* A rank that raises, dies, or hangs ends the whole job with one error that names the rank;
+  no child outlives the call, not even after the notebook's stop button.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["run", "cli", "device", "LaunchError", "RankFailedError", "LaunchTimeoutError"]
+
+DEFAULT_TIMEOUT_S = 120.0
+_POLL_S = 0.05
+
+
+class LaunchError(RuntimeError):
+    """Something about the launch itself is wrong (bad input, rendezvous)."""
+
+
+class RankFailedError(LaunchError):
+    """A rank raised an exception or exited abnormally."""
+
+    def __init__(self, rank: int, message: str):
+        super().__init__(message)
+        self.rank = rank
+
+
+class LaunchTimeoutError(LaunchError):
+    """Ranks did not finish within ``timeout_s``."""
+
+
+# ----------------------------------------------------------------------------- backend / device
+def pick_backend(world_size: int) -> str:
+    """NCCL when every rank can have its own GPU, gloo on CPU otherwise."""
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size:
+        return "nccl"
+    return "gloo"
+
+
+def device() -> torch.device:
+    """The device this rank computes on: ``cuda:LOCAL_RANK`` under NCCL, else the CPU."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+# ----------------------------------------------------------------------------- input checks
+def _check_function(fn) -> None:
+    """Spawned children re-import ``fn`` by module and name: refuse what they cannot find."""
+    if not callable(fn):
+        raise LaunchError(f"fn must be a function, got {type(fn).__name__}")
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", "")
+    if module in (None, "__main__") or "<lambda>" in qualname or "<locals>" in qualname:
+        raise LaunchError(
+            f"cannot launch {qualname or fn!r}: worker processes re-import the function by name, "
+            "so it must be defined at module level in an importable module (a .py file), "
+            "not in a notebook, a lambda or another function; put it in a module and import it"
+        )
+    try:
+        found = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception:  # noqa: BLE001 - any failure means the child cannot find it either
+        found = None
+    if found is not fn:
+        raise LaunchError(f"cannot launch {qualname}: it is not importable as {module}.{qualname}; "
+                          "put it at module level in an importable module")
+
+
+def _check_world_size(world_size) -> int:
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise LaunchError(f"world_size must be an integer >= 1, got {world_size!r}")
+    if world_size < 1:
+        raise LaunchError(f"world_size must be >= 1, got {world_size}")
+    return world_size
+
+
+# ----------------------------------------------------------------------------- the child
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """If the parent dies without cleaning up (kernel killed), do not linger as an orphan."""
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(1)
+        time.sleep(0.5)
+
+
+def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, results):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when children stop
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    for fd, name in ((1, "out"), (2, "err")):
+        f = open(Path(log_dir) / f"rank{rank}.{name}", "w")
+        os.dup2(f.fileno(), fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    try:
+        torch.set_num_threads(1)
+        if backend == "nccl":
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        store = dist.TCPStore("127.0.0.1", store_port, world_size + 1, is_master=False,
+                              timeout=datetime.timedelta(seconds=timeout_s))
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+        try:
+            value = fn(rank, world_size, *args)
+        finally:
+            sys.stdout.flush()
+            dist.destroy_process_group()
+        results.put((rank, "ok", pickle.dumps(value)))
+    except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, end="")
+        results.put((rank, "error", f"{type(exc).__name__}: {exc}\n{tb}"))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+# ----------------------------------------------------------------------------- the parent
+@contextmanager
+def _child_env():
+    """Environment the children start with: one thread per rank, no stray rendezvous vars."""
+    saved = dict(os.environ)
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        os.environ.pop(key, None)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _stop(procs, grace_s: float = 2.0) -> None:
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _replay_output(log_dir: str, world_size: int, quiet: bool) -> None:
+    """Print each rank's captured output, whole lines, in rank order."""
+    for rank in range(world_size):
+        for name, stream in (("out", sys.stdout), ("err", sys.stderr)):
+            path = Path(log_dir) / f"rank{rank}.{name}"
+            if quiet or not path.exists():
+                continue
+            text = path.read_text(errors="replace")
+            if text:
+                lines = text.rstrip("\n").split("\n")
+                stream.write("".join(f"[rank {rank}] {line}\n" for line in lines))
+    sys.stdout.flush()
+    sys.stderr.flush()
+
+
+def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
+        backend: str | None = None, quiet: bool = False) -> list:
+    """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results in rank order.
+
+    ``fn`` must be a module-level function of an importable module.  ``backend`` defaults to
+    NCCL when there are at least ``world_size`` GPUs, else gloo.  Every rank's output is
+    re-printed as ``[rank k] ...`` (``quiet=True`` drops it).  Raises ``RankFailedError`` naming
+    the first rank that failed, or ``LaunchTimeoutError`` after ``timeout_s`` seconds.
+    """
+    world_size = _check_world_size(world_size)
+    _check_function(fn)
+    if not timeout_s > 0:
+        raise LaunchError(f"timeout_s must be > 0, got {timeout_s!r}")
+    backend = backend or pick_backend(world_size)
+    if backend not in ("gloo", "nccl"):
+        raise LaunchError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    if backend == "nccl" and torch.cuda.device_count() < world_size:
+        raise LaunchError(f"backend nccl needs {world_size} GPUs, found {torch.cuda.device_count()}")
+    try:
+        pickle.dumps(args)
+    except Exception as exc:  # noqa: BLE001
+        raise LaunchError(f"arguments for {fn.__qualname__} cannot be sent to the ranks "
+                          f"(not picklable): {exc}") from None
+
+    ctx = mp.get_context("spawn")
+    store = dist.TCPStore("127.0.0.1", 0, world_size + 1, is_master=True,
+                          wait_for_workers=False, timeout=datetime.timedelta(seconds=timeout_s))
+    results = ctx.Queue()
+    procs: list = []
+    with tempfile.TemporaryDirectory(prefix="playground-") as log_dir:
+        try:
+            with _child_env():
+                for rank in range(world_size):
+                    p = ctx.Process(target=_child, daemon=True, name=f"rank{rank}",
+                                    args=(fn, rank, world_size, args, store.port, backend,
+                                          timeout_s, log_dir, results))
+                    p.start()
+                    procs.append(p)
+            values = _collect(procs, results, world_size, timeout_s, fn.__qualname__)
+        finally:
+            _stop(procs)
+            results.close()
+            _replay_output(log_dir, world_size, quiet)
+            del store
+    return values
+
+
+def _collect(procs, results, world_size, timeout_s, name) -> list:
+    deadline = time.monotonic() + timeout_s
+    values: dict[int, object] = {}
+    dead_since: dict[int, float] = {}
+    while len(values) < world_size:
+        try:
+            rank, status, payload = results.get(timeout=_POLL_S)
+        except queue.Empty:
+            now = time.monotonic()
+            for rank, p in enumerate(procs):
+                if rank in values or p.is_alive():
+                    continue
+                # Give a message already in flight a moment to arrive before blaming the rank.
+                if now - dead_since.setdefault(rank, now) > 1.0:
+                    raise RankFailedError(
+                        rank, f"rank {rank} of {name} exited with code {p.exitcode} "
+                        "without returning (killed or crashed)")
+            if now > deadline:
+                waiting = [r for r in range(world_size) if r not in values]
+                raise LaunchTimeoutError(
+                    f"{name} timed out after {timeout_s:g} s: ranks {waiting} had not finished "
+                    "(a hang, a deadlock, or a collective some rank never joined)") from None
+            continue
+        if status == "error":
+            first_line = payload.split("\n", 1)[0]
+            raise RankFailedError(rank, f"rank {rank} of {name} raised {first_line}\n"
+                                        f"--- rank {rank} traceback ---\n{payload.split(chr(10), 1)[1]}")
+        values[rank] = pickle.loads(payload)
+    for p in procs:
+        p.join(5)
+    return [values[r] for r in range(world_size)]
+
+
+# ----------------------------------------------------------------------------- torchrun / shell
+def _under_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def _importable(fn):
+    """Under ``python -m playground.x`` the demo's module is ``__main__``: use its real name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(fn, "__module__", None) == "__main__" and spec is not None:
+        return getattr(importlib.import_module(spec.name), fn.__qualname__)
+    return fn
+
+
+def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
+        report=None) -> list | None:
+    """Entry point of a demo module: ``python -m playground.<demo> [--nproc N]``.
+
+    Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set) this process *is* one rank: it joins the
+    job through the environment (NCCL on ``cuda:LOCAL_RANK`` when a GPU is present, else gloo)
+    and calls ``fn`` once.  Otherwise it launches ``--nproc`` local ranks with ``run``.
+    ``report(values)`` (optional) prints a summary of the per-rank return values.
+    """
+    if _under_torchrun():
+        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(local_rank)
+        else:
+            torch.set_num_threads(1)
+        dist.init_process_group(backend)
+        try:
+            value = fn(rank, world_size, *args)
+            gathered = [None] * world_size
+            dist.all_gather_object(gathered, value)
+        finally:
+            dist.destroy_process_group()
+        if rank == 0 and report is not None:
+            report(gathered)
+        return gathered
+    fn = _importable(fn)
+    parser = argparse.ArgumentParser(description=description or (fn.__doc__ or "").strip())
+    parser.add_argument("--nproc", type=int, default=default_world_size,
+                        help=f"number of local ranks (default {default_world_size})")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds")
+    opts = parser.parse_args()
+    if opts.nproc < 1:
+        parser.error(f"--nproc must be >= 1, got {opts.nproc}")
+    try:
+        values = run(fn, opts.nproc, *args, timeout_s=opts.timeout)
+    except LaunchError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if report is not None:
+        report(values)
+    return values

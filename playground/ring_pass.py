@@ -1,0 +1,53 @@
+"""The opening demo: every rank's tensor travels once around a ring of ranks.
+
+Rank r sends to r+1 and receives from r-1 (mod n).  After n-1 hops every rank has seen every
+other rank's tensor, and each rank has sent and received exactly (n-1)·S bytes for a tensor of
+S bytes, whatever n is.  Run it: ``python -m playground.ring_pass --nproc 4`` or under torchrun.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from playground import comm
+from playground.launch import cli, device
+
+__all__ = ["pass_around_ring", "predicted_bytes"]
+
+
+def predicted_bytes(world_size: int, numel: int, dtype: torch.dtype = torch.float32) -> int:
+    """Bytes each rank sends (and receives) when every tensor goes once around the ring."""
+    return (world_size - 1) * numel * torch.tensor([], dtype=dtype).element_size()
+
+
+def pass_around_ring(rank: int, world_size: int, numel: int = 1024) -> dict:
+    """Pass tensors around the ring n-1 times; return what this rank saw and moved."""
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    current = torch.full((numel,), float(rank), device=device())
+    incoming = torch.empty_like(current)
+    seen = [rank]
+    with comm.count() as moved:
+        for _ in range(world_size - 1):
+            # post the receive and the send together: blocking send-then-recv on every rank
+            # at once can deadlock once messages outgrow the transport's buffers
+            ops = [dist.P2POp(dist.isend, current, right), dist.P2POp(dist.irecv, incoming, left)]
+            for work in dist.batch_isend_irecv(ops):
+                work.wait()
+            current, incoming = incoming, current
+            seen.append(int(current[0].item()))
+    print(f"saw tensors from ranks {seen}; sent {moved.sent_bytes} B, "
+          f"received {moved.received_bytes} B")
+    return {"seen": seen, **moved.summary()}
+
+
+def _report(values) -> None:
+    n = len(values)
+    numel = 1024
+    print(f"{n} ranks, one float32 tensor of {numel} elements each: "
+          f"predicted {predicted_bytes(n, numel)} B sent per rank, "
+          f"measured {sorted({v['sent_bytes'] for v in values})}")
+
+
+if __name__ == "__main__":
+    cli(pass_around_ring, default_world_size=4, report=_report)
