@@ -91,47 +91,71 @@ _active: list[Traffic] = []
 _originals: dict[str, object] = {}
 
 
+_local = threading.local()
+
+
+@contextmanager
+def _outermost():
+    """Yield True only for the outermost wrapped call: torch's ``send`` is built on ``isend``,
+    ``all_gather_object`` on ``all_gather``; only the call the user made is counted."""
+    depth = getattr(_local, "depth", 0)
+    _local.depth = depth + 1
+    try:
+        yield depth == 0
+    finally:
+        _local.depth = depth
+
+
 def _wrap_p2p(name, original, sending):
     def wrapper(tensor, *args, **kwargs):
-        for traffic in list(_active):
-            traffic.record_p2p(name, tensor_bytes(tensor), sending)
-        return original(tensor, *args, **kwargs)
+        with _outermost() as outer:
+            if outer:
+                for traffic in list(_active):
+                    traffic.record_p2p(name, tensor_bytes(tensor), sending)
+            return original(tensor, *args, **kwargs)
     wrapper.__wrapped__ = original
     return wrapper
 
 
 def _wrap_batch(original):
-    """Route each op through the counting isend/irecv, so it is counted exactly once.
+    """Count each op of a batch once.
 
     torch's ``batch_isend_irecv`` calls ``op.op`` and tells sends from receives by identity with
     the module's ``isend``; ops built before the block hold the unwrapped functions, so point
-    them at the wrappers that are installed now.
+    them at the wrappers installed now (nested, those do not count again).
     """
     def wrapper(p2p_op_list, *args, **kwargs):
-        given = [op.op for op in p2p_op_list]
-        for op in p2p_op_list:
-            plain = getattr(op.op, "__wrapped__", op.op)
-            op.op = c10d.isend if plain is _originals["isend"] else c10d.irecv
-        try:
-            return original(p2p_op_list, *args, **kwargs)
-        finally:
-            for op, fn in zip(p2p_op_list, given):
-                op.op = fn
+        with _outermost() as outer:
+            given = [op.op for op in p2p_op_list]
+            for op in p2p_op_list:
+                sending = getattr(op.op, "__wrapped__", op.op) is _originals["isend"]
+                op.op = c10d.isend if sending else c10d.irecv
+                if outer:
+                    for traffic in list(_active):
+                        traffic.record_p2p("isend" if sending else "irecv",
+                                           tensor_bytes(op.tensor), sending)
+            try:
+                return original(p2p_op_list, *args, **kwargs)
+            finally:
+                for op, fn in zip(p2p_op_list, given):
+                    op.op = fn
     wrapper.__wrapped__ = original
     return wrapper
 
 
 def _wrap_collective(name, original, position, keyword):
     def wrapper(*args, **kwargs):
-        if position is None:
-            nbytes = 0
-        elif keyword in kwargs:
-            nbytes = tensor_bytes(kwargs[keyword])
-        else:
-            nbytes = tensor_bytes(args[position]) if len(args) > position else 0
-        for traffic in list(_active):
-            traffic.record_collective(name, nbytes)
-        return original(*args, **kwargs)
+        with _outermost() as outer:
+            if outer:
+                if position is None:
+                    nbytes = 0
+                elif keyword in kwargs:
+                    nbytes = tensor_bytes(kwargs[keyword])
+                else:
+                    nbytes = tensor_bytes(args[position]) if len(args) > position else 0
+                for traffic in list(_active):
+                    traffic.record_collective(name, nbytes)
+            return original(*args, **kwargs)
     wrapper.__wrapped__ = original
     return wrapper
 

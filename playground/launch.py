@@ -114,9 +114,10 @@ def _exit_when_orphaned(parent_pid: int) -> None:
         time.sleep(0.5)
 
 
-def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, results):
+def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, results,
+           parent_pid):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when children stop
-    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     for fd, name in ((1, "out"), (2, "err")):
         f = open(Path(log_dir) / f"rank{rank}.{name}", "w")
         os.dup2(f.fileno(), fd)
@@ -130,16 +131,17 @@ def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, 
                               timeout=datetime.timedelta(seconds=timeout_s))
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=datetime.timedelta(seconds=timeout_s))
-        try:
-            value = fn(rank, world_size, *args)
-        finally:
-            sys.stdout.flush()
-            dist.destroy_process_group()
-        results.put((rank, "ok", pickle.dumps(value)))
+        value = fn(rank, world_size, *args)
+        sys.stdout.flush()
+        dist.destroy_process_group()
+        results.put((rank, "ok", time.time(), pickle.dumps(value)))
     except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
+        # Report before tearing the group down: the peers' "connection closed" errors are
+        # consequences, and the parent tells them apart by when each exception happened.
+        failed_at = time.time()
         tb = traceback.format_exc()
         print(tb, file=sys.stderr, end="")
-        results.put((rank, "error", f"{type(exc).__name__}: {exc}\n{tb}"))
+        results.put((rank, "error", failed_at, f"{type(exc).__name__}: {exc}\n{tb}"))
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -223,7 +225,7 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
                 for rank in range(world_size):
                     p = ctx.Process(target=_child, daemon=True, name=f"rank{rank}",
                                     args=(fn, rank, world_size, args, store.port, backend,
-                                          timeout_s, log_dir, results))
+                                          timeout_s, log_dir, results, os.getpid()))
                     p.start()
                     procs.append(p)
             values = _collect(procs, results, world_size, timeout_s, fn.__qualname__)
@@ -241,7 +243,7 @@ def _collect(procs, results, world_size, timeout_s, name) -> list:
     dead_since: dict[int, float] = {}
     while len(values) < world_size:
         try:
-            rank, status, payload = results.get(timeout=_POLL_S)
+            rank, status, when, payload = results.get(timeout=_POLL_S)
         except queue.Empty:
             now = time.monotonic()
             for rank, p in enumerate(procs):
@@ -259,13 +261,39 @@ def _collect(procs, results, world_size, timeout_s, name) -> list:
                     "(a hang, a deadlock, or a collective some rank never joined)") from None
             continue
         if status == "error":
-            first_line = payload.split("\n", 1)[0]
-            raise RankFailedError(rank, f"rank {rank} of {name} raised {first_line}\n"
-                                        f"--- rank {rank} traceback ---\n{payload.split(chr(10), 1)[1]}")
+            raise _root_cause(procs, results, (rank, when, payload), name)
         values[rank] = pickle.loads(payload)
     for p in procs:
         p.join(5)
     return [values[r] for r in range(world_size)]
+
+
+def _root_cause(procs, results, first, name, grace_s: float = 1.0) -> RankFailedError:
+    """One failure makes its peers fail too; blame the rank that failed first.
+
+    A rank that died without a word (crash, kill) is the cause of its peers' connection errors.
+    """
+    errors = [first]
+    until = time.monotonic() + grace_s
+    while time.monotonic() < until:
+        try:
+            rank, status, when, payload = results.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+        if status == "error":
+            errors.append((rank, when, payload))
+    reported = {r for r, _, _ in errors}
+    for r, p in enumerate(procs):
+        if r not in reported and not p.is_alive() and p.exitcode not in (0, None):
+            return RankFailedError(r, f"rank {r} of {name} exited with code {p.exitcode} "
+                                      f"without returning (killed or crashed); ranks "
+                                      f"{sorted(reported)} failed in turn")
+    rank, _, payload = min(errors, key=lambda e: e[1])
+    summary, _, tb = payload.partition("\n")
+    others = sorted(r for r, _, _ in errors if r != rank)
+    also = f" (then ranks {others} failed in turn)" if others else ""
+    return RankFailedError(rank, f"rank {rank} of {name} raised {summary}{also}\n"
+                                 f"--- rank {rank} traceback ---\n{tb}")
 
 
 # ----------------------------------------------------------------------------- torchrun / shell

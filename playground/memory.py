@@ -78,3 +78,7 @@ class SavedActivations(torch.autograd.graph.saved_tensors_hooks):
             return t
 
         super().__init__(pack, lambda t: t)
+
+    def __enter__(self) -> "SavedActivations":
+        super().__enter__()
+        return self

@@ -1,0 +1,177 @@
+"""The launcher: run one function on N ranks, fail loudly and cleanly, never leave a child behind."""
+
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import launch_workers as w
+from playground.launch import LaunchError, LaunchTimeoutError, RankFailedError, run
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead for our purposes
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def _children():
+    return mp.active_children()
+
+
+def test_values_come_back_in_rank_order_with_args():
+    values = run(w.rank_and_size, 4, 10)
+    assert values == [(10 + r, 4, 4, 1) for r in range(4)]  # one thread per rank on gloo
+
+
+def test_world_size_one_works():
+    assert run(w.sum_of_ranks, 1) == [0.0]
+
+
+def test_collective_output_is_replayed_in_rank_order(capsys):
+    assert run(w.sum_of_ranks, 3) == [3.0, 3.0, 3.0]
+    assert capsys.readouterr().out == "".join(f"[rank {r}] sum is 3\n" for r in range(3))
+
+
+def test_whole_lines_rank_by_rank(capsys):
+    run(w.chatty, 2)
+    out = capsys.readouterr().out.splitlines()
+    assert out == [f"[rank {r}] line {i}" for r in range(2) for i in range(3)]
+
+
+def test_a_raising_rank_is_named_quickly_and_everyone_stops():
+    start = time.monotonic()
+    with pytest.raises(RankFailedError) as err:
+        run(w.raise_on, 4, 2, timeout_s=60)
+    assert time.monotonic() - start < 30
+    assert err.value.rank == 2
+    first = str(err.value).splitlines()[0]
+    assert "rank 2" in first and "ValueError: boom from rank 2" in first
+    assert "Traceback" in str(err.value)
+    assert not _children()
+
+
+def test_a_rank_that_dies_is_named():
+    with pytest.raises(RankFailedError, match=r"rank 1 .*exited with code 3"):
+        run(w.exit_on, 3, 1, timeout_s=60)
+    assert not _children()
+
+
+def test_a_hanging_rank_times_out_and_is_killed():
+    start = time.monotonic()
+    with pytest.raises(LaunchTimeoutError, match="timed out after 4 s"):
+        run(w.hang_on, 2, 1, timeout_s=4)
+    assert time.monotonic() - start < 20
+    assert not _children()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda r, n: r, "module level"),
+    (42, "must be a function"),
+])
+def test_functions_children_cannot_import_are_refused_before_starting(bad, message):
+    with pytest.raises(LaunchError, match=message):
+        run(bad, 2)
+    assert not _children()
+
+
+def test_a_function_defined_in_a_notebook_is_refused():
+    def local(rank, world_size):
+        return rank
+    with pytest.raises(LaunchError, match="put it in a module"):
+        run(local, 2)
+    local.__module__ = "__main__"
+    with pytest.raises(LaunchError, match="put it in a module"):
+        run(local, 2)
+
+
+@pytest.mark.parametrize("size", [0, -1, 1.5, "2", True])
+def test_bad_world_size_is_refused(size):
+    with pytest.raises(LaunchError, match="world_size"):
+        run(w.pid, size)
+
+
+def test_unpicklable_arguments_are_refused_before_starting():
+    with pytest.raises(LaunchError, match="picklable"):
+        run(w.rank_and_size, 2, lambda: 0)
+
+
+def test_two_launches_at_once_from_two_processes():
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        import launch_workers as w
+        from playground.launch import run
+        assert run(w.sum_of_ranks, 3, quiet=True) == [3.0] * 3
+        print("ok")
+    """)
+    here = os.path.dirname(__file__)
+    procs = [subprocess.Popen([sys.executable, "-c", script, here], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert all(o[0].strip() == "ok" for o in outs)
+
+
+def test_interrupt_ends_every_child():
+    """The notebook's stop button is SIGINT to the kernel: no rank may outlive it."""
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        import launch_workers as w
+        from playground.launch import run
+        run(w.sleep_then_pid, 2, 600, timeout_s=900)
+    """)
+    here = os.path.dirname(__file__)
+    proc = subprocess.Popen([sys.executable, "-c", script, here], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # wait until both ranks are running
+    deadline = time.monotonic() + 60
+    pids = []
+    while time.monotonic() < deadline and len(pids) < 2:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
+        pids = [int(p) for p in out.split()]
+        # the spawn machinery may add a resource tracker: keep only our ranks
+        pids = [p for p in pids if "resource_tracker" not in open(f"/proc/{p}/cmdline").read()]
+        time.sleep(0.5)
+    assert len(pids) == 2, pids
+    time.sleep(3)  # let them import torch and join
+    proc.send_signal(2)
+    _, err = proc.communicate(timeout=30)
+    assert "KeyboardInterrupt" in err
+    time.sleep(1)
+    assert [p for p in pids if _alive(p)] == []
+
+
+def test_children_of_a_killed_parent_exit_by_themselves():
+    script = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, sys.argv[1])
+        import launch_workers as w
+        from playground.launch import run
+        run(w.sleep_then_pid, 2, 600, timeout_s=900)
+    """)
+    here = os.path.dirname(__file__)
+    proc = subprocess.Popen([sys.executable, "-c", script, here], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    pids = []
+    while time.monotonic() < deadline and len(pids) < 2:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
+        pids = [int(p) for p in out.split()
+                if "resource_tracker" not in open(f"/proc/{p}/cmdline").read()]
+        time.sleep(0.5)
+    assert len(pids) == 2, pids
+    proc.kill()  # no cleanup code runs in the parent
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    assert [p for p in pids if _alive(p)] == []
