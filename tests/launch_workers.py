@@ -49,8 +49,10 @@ def pid(rank, world_size):
     return os.getpid()
 
 
-def sleep_then_pid(rank, world_size, seconds):
-    print(f"pid {os.getpid()}", flush=True)
+def sleep_then_pid(rank, world_size, seconds, pid_dir):
+    """Leave our pid where the test can find it, then sleep (a long-running rank)."""
+    with open(os.path.join(pid_dir, f"rank{rank}.pid"), "w") as f:
+        f.write(str(os.getpid()))
     time.sleep(seconds)
     return os.getpid()
 

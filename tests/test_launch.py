@@ -23,7 +23,7 @@ def _alive(pid):
 
 
 def _children():
-    return mp.active_children()
+    return [p for p in mp.active_children() if p.name.startswith("rank")]
 
 
 def test_values_come_back_in_rank_order_with_args():
@@ -109,8 +109,9 @@ def test_two_launches_at_once_from_two_processes():
         sys.path.insert(0, sys.argv[1])
         import launch_workers as w
         from playground.launch import run
-        assert run(w.sum_of_ranks, 3, quiet=True) == [3.0] * 3
-        print("ok")
+        if __name__ == "__main__":
+            assert run(w.sum_of_ranks, 3, quiet=True) == [3.0] * 3
+            print("ok")
     """)
     here = os.path.dirname(__file__)
     procs = [subprocess.Popen([sys.executable, "-c", script, here], stdout=subprocess.PIPE,
@@ -120,58 +121,47 @@ def test_two_launches_at_once_from_two_processes():
     assert all(o[0].strip() == "ok" for o in outs)
 
 
-def test_interrupt_ends_every_child():
-    """The notebook's stop button is SIGINT to the kernel: no rank may outlive it."""
-    script = textwrap.dedent("""
-        import sys
-        sys.path.insert(0, sys.argv[1])
-        import launch_workers as w
-        from playground.launch import run
-        run(w.sleep_then_pid, 2, 600, timeout_s=900)
-    """)
-    here = os.path.dirname(__file__)
-    proc = subprocess.Popen([sys.executable, "-c", script, here], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    # wait until both ranks are running
+_LONG_RUN = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import launch_workers as w
+    from playground.launch import run
+    if __name__ == "__main__":
+        run(w.sleep_then_pid, 2, 600, sys.argv[2], timeout_s=900)
+""")
+
+
+def _start_long_run(tmp_path):
+    """A parent process running 2 sleeping ranks; returns it and the ranks' pids."""
+    proc = subprocess.Popen([sys.executable, "-c", _LONG_RUN, os.path.dirname(__file__),
+                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     deadline = time.monotonic() + 60
-    pids = []
-    while time.monotonic() < deadline and len(pids) < 2:
-        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
-        pids = [int(p) for p in out.split()]
-        # the spawn machinery may add a resource tracker: keep only our ranks
-        pids = [p for p in pids if "resource_tracker" not in open(f"/proc/{p}/cmdline").read()]
-        time.sleep(0.5)
-    assert len(pids) == 2, pids
-    time.sleep(3)  # let them import torch and join
+    while time.monotonic() < deadline and len(list(tmp_path.glob("*.pid"))) < 2:
+        time.sleep(0.2)
+    pids = [int(f.read_text()) for f in sorted(tmp_path.glob("*.pid"))]
+    assert len(pids) == 2 and all(_alive(p) for p in pids), pids
+    return proc, pids
+
+
+def _wait_gone(pids, seconds=10):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    return [p for p in pids if _alive(p)]
+
+
+def test_interrupt_ends_every_child(tmp_path):
+    """The notebook's stop button is SIGINT to the kernel: no rank may outlive it."""
+    proc, pids = _start_long_run(tmp_path)
     proc.send_signal(2)
     _, err = proc.communicate(timeout=30)
     assert "KeyboardInterrupt" in err
-    time.sleep(1)
-    assert [p for p in pids if _alive(p)] == []
+    assert _wait_gone(pids) == []
 
 
-def test_children_of_a_killed_parent_exit_by_themselves():
-    script = textwrap.dedent("""
-        import sys
-        sys.path.insert(0, sys.argv[1])
-        import launch_workers as w
-        from playground.launch import run
-        run(w.sleep_then_pid, 2, 600, timeout_s=900)
-    """)
-    here = os.path.dirname(__file__)
-    proc = subprocess.Popen([sys.executable, "-c", script, here], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    pids = []
-    while time.monotonic() < deadline and len(pids) < 2:
-        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout
-        pids = [int(p) for p in out.split()
-                if "resource_tracker" not in open(f"/proc/{p}/cmdline").read()]
-        time.sleep(0.5)
-    assert len(pids) == 2, pids
+def test_children_of_a_killed_parent_exit_by_themselves(tmp_path):
+    proc, pids = _start_long_run(tmp_path)
     proc.kill()  # no cleanup code runs in the parent
     proc.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.2)
-    assert [p for p in pids if _alive(p)] == []
+    assert _wait_gone(pids) == []
