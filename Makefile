@@ -10,13 +10,16 @@ NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.
 export PYTHONHASHSEED := 0
 export MPLBACKEND := Agg
 
-.PHONY: book test test-python test-notebooks test-build lab figures execute bench clean
+.PHONY: venv book test test-python test-notebooks test-build test-browser lab figures execute clean
 
 # The virtual environment: made once, refreshed only when requirements change.
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# MathJax 3 from an installed package, where _config.yml's html_static_path expects it
+	@mkdir -p $(VENV)/mathjax-static
+	ln -sfn "$$($(PY) -c 'import mathjax, os; print(os.path.join(os.path.dirname(mathjax.__file__), "static", "mathjax", "es5"))')" $(VENV)/mathjax-static/mathjax
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -26,19 +29,25 @@ book: $(STAMP)
 	$(BIN)/jupyter-book build . --keep-going
 	@echo "open _build/html/index.html"
 
-## make test: unit tests, strict nbval on every chapter, warnings-as-errors book build
-test: test-python test-notebooks test-build
+## make test: unit tests, strict nbval on every chapter, warnings-as-errors book build,
+## and the built pages checked in headless Chromium
+test: test-python test-notebooks test-build test-browser
 
 test-python: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --ignore=tests/browser
 
 test-notebooks: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider $(NBVAL) chapters
 
 test-build: $(STAMP)
 	@mkdir -p _build
-	sed 's/^\(  *execute_notebooks:\).*/\1 "off"/' _config.yml > _build/_config_noexec.yml
+	@# the same config with execution off (nbval just ran every notebook); paths in it are
+	@# relative to its own folder
+	sed -e 's/^\(  *execute_notebooks:\).*/\1 "off"/' -e 's/^\(  *offline_book:\) _ext/\1 ..\/_ext/' _config.yml > _build/_config_noexec.yml
 	$(BIN)/jupyter-book build . -W -n --keep-going --config _build/_config_noexec.yml
+
+test-browser: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/browser
 
 ## make lab: JupyterLab on the course
 lab: $(STAMP)

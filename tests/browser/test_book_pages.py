@@ -1,0 +1,170 @@
+"""The built book, as a reader's browser sees it (headless Chromium, pages served on 127.0.0.1).
+
+Run after the book is built (`make test` does): every page must load with no console error, no
+broken image, every equation rendered by MathJax, no request leaving loopback, and every internal
+link and anchor resolving. A screenshot of every page at 1280 px and 390 px lands in
+`_build/screenshots/` for a human to look at.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# Sphinx's own machinery pages: not written by us, and genindex/search are generated per build.
+SKIP = {"genindex.html", "search.html", "py-modindex.html"}
+WIDTHS = (1280, 390)
+
+pytestmark = pytest.mark.skipif(not HTML.exists(), reason="build the book first (make test does)")
+
+
+def pages() -> list[str]:
+    return sorted(str(p.relative_to(HTML)) for p in HTML.rglob("*.html")
+                  if p.name not in SKIP and not str(p.relative_to(HTML)).startswith(("_", "reports")))
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids: set[str] = set()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        if tag == "a" and attrs.get("href"):
+            self.hrefs.append(attrs["href"])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path) -> _Links:
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def test_every_internal_link_and_anchor_resolves():
+    broken = []
+    for page in pages():
+        source = HTML / page
+        for href in _parse(source).hrefs:
+            url = urlparse(href)
+            if url.scheme in ("http", "https", "mailto", "javascript") or href.startswith("//"):
+                continue
+            target = source if not url.path else (source.parent / unquote(url.path)).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page}: {href} (no such file)")
+            elif url.fragment and target.suffix == ".html" and \
+                    unquote(url.fragment) not in _parse(target).ids:
+                broken.append(f"{page}: {href} (no anchor #{url.fragment})")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(_QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: .ci/run installs Debian's chromium")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_screenshots():
+    shutil.rmtree(SHOTS, ignore_errors=True)
+    SHOTS.mkdir(parents=True)
+
+
+def _check_page(browser, base: str, page_path: str, width: int) -> list[str]:
+    problems: list[str] = []
+    context = browser.new_context(viewport={"width": width, "height": 900})
+
+    def route(r):
+        host = urlparse(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
+            r.continue_()
+        else:
+            problems.append(f"request leaves loopback: {r.request.url}")
+            r.abort()
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}")
+            if r.status >= 400 else None)
+    page.goto(urljoin(base, page_path), wait_until="load")
+    page.evaluate("() => document.querySelectorAll('img').forEach(i => i.loading = 'eager')")
+    page.wait_for_load_state("networkidle")
+    math = page.locator(".math").count()
+    if math:
+        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise"
+                               " && document.querySelectorAll('mjx-container').length > 0",
+                               timeout=20_000)
+        page.evaluate("() => MathJax.startup.promise")
+        rendered = page.locator("mjx-container").count()
+        errors = page.locator("mjx-merror").count()
+        if rendered < math or errors:
+            problems.append(f"MathJax rendered {rendered} of {math} equations, {errors} errors")
+    broken = page.evaluate("() => Array.from(document.images)"
+                           ".filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src)")
+    problems += [f"image did not load: {src}" for src in broken]
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    if overflow > 2:
+        problems.append(f"page is {overflow}px wider than a {width}px viewport")
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", page_path.removesuffix(".html"))
+    page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=(width == WIDTHS[0]))
+    context.close()
+    return problems
+
+
+def _is_redirect(page_path: str) -> bool:
+    return 'http-equiv="Refresh"' in (HTML / page_path).read_text(errors="replace")[:2000]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_renders_cleanly(browser, server, width):
+    problems = {}
+    for page_path in (p for p in pages() if not _is_redirect(p)):
+        found = _check_page(browser, server, page_path, width)
+        if found:
+            problems[page_path] = found
+    assert not problems, "\n".join(f"{p}:\n  " + "\n  ".join(v) for p, v in problems.items())
