@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-__all__ = ["run", "cli", "device", "LaunchError", "RankFailedError", "LaunchTimeoutError"]
+__all__ = ["run", "cli", "device", "torchrun_world_size", "is_main_process", "LaunchError", "RankFailedError", "LaunchTimeoutError"]
 
 DEFAULT_TIMEOUT_S = 120.0
 _POLL_S = 0.05
@@ -214,6 +214,8 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
     _check_function(fn)
     if not timeout_s > 0:
         raise LaunchError(f"timeout_s must be > 0, got {timeout_s!r}")
+    if torchrun_world_size() is not None:
+        return _run_as_torchrun_rank(fn, world_size, args, timeout_s)
     backend = backend or pick_backend(world_size)
     if backend not in ("gloo", "nccl"):
         raise LaunchError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
@@ -308,8 +310,42 @@ def _root_cause(procs, results, first, name, grace_s: float = 1.0) -> RankFailed
 
 
 # ----------------------------------------------------------------------------- torchrun / shell
-def _under_torchrun() -> bool:
-    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+def torchrun_world_size() -> int | None:
+    """WORLD_SIZE when this process was started by torchrun (one rank of a job), else None."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def is_main_process() -> bool:
+    """True except on the non-zero ranks of a torchrun job (who should not print reports)."""
+    return int(os.environ.get("RANK", 0)) == 0 or torchrun_world_size() is None
+
+
+def _run_as_torchrun_rank(fn, world_size: int, args, timeout_s: float) -> list:
+    """Under torchrun this process *is* one rank: join through the environment, run ``fn`` once,
+    and return every rank's value (gathered), like ``run`` does for local ranks."""
+    given = torchrun_world_size()
+    if world_size != given:
+        raise LaunchError(f"under torchrun the world size is {given} (--nnodes x --nproc-per-node); "
+                          f"{fn.__qualname__} asked for {world_size}")
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
+    owns_group = not dist.is_initialized()
+    if owns_group:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(local_rank)
+        else:
+            torch.set_num_threads(1)
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    try:
+        value = fn(rank, world_size, *args)
+        gathered = [None] * world_size
+        dist.all_gather_object(gathered, value)
+    finally:
+        if owns_group:
+            dist.destroy_process_group()
+    return gathered
 
 
 def _importable(fn):
@@ -327,30 +363,13 @@ def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
     Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set) this process *is* one rank: it joins the
     job through the environment (NCCL on ``cuda:LOCAL_RANK`` when a GPU is present, else gloo)
     and calls ``fn`` once.  Otherwise it launches ``--nproc`` local ranks with ``run``.
-    ``report(values)`` (optional) prints a summary of the per-rank return values.
+    ``report(values)`` (optional) prints a summary of the per-rank return values (on rank 0).
     """
-    if _under_torchrun():
-        rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        if backend == "nccl":
-            torch.cuda.set_device(local_rank)
-        else:
-            torch.set_num_threads(1)
-        dist.init_process_group(backend)
-        try:
-            value = fn(rank, world_size, *args)
-            gathered = [None] * world_size
-            dist.all_gather_object(gathered, value)
-        finally:
-            dist.destroy_process_group()
-        if rank == 0 and report is not None:
-            report(gathered)
-        return gathered
     fn = _importable(fn)
     parser = argparse.ArgumentParser(description=description or (fn.__doc__ or "").strip())
-    parser.add_argument("--nproc", type=int, default=default_world_size,
-                        help=f"number of local ranks (default {default_world_size})")
+    parser.add_argument("--nproc", type=int, default=torchrun_world_size() or default_world_size,
+                        help=f"number of local ranks (default {default_world_size}; "
+                             "under torchrun, its world size)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds")
     opts = parser.parse_args()
     if opts.nproc < 1:
@@ -360,6 +379,6 @@ def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
     except LaunchError as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         raise SystemExit(2) from None
-    if report is not None:
+    if report is not None and is_main_process():
         report(values)
     return values

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from playground.bench import benchmarks
-from playground.launch import LaunchError
+from playground.launch import LaunchError, is_main_process
 from playground.provenance import provenance
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "results"
@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     except (LaunchError, ValueError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    if not is_main_process():
+        return 0  # under torchrun, rank 0 reports for the job
     result = {"benchmark": args.name, **result,
               "provenance": provenance(result.get("backend"))}
     if args.save:

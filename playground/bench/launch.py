@@ -19,7 +19,8 @@ def trivial(rank: int, world_size: int) -> int:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--nproc", type=int, default=4, help="ranks per launch (default 4)")
+    parser.add_argument("--nproc", type=int, default=launch.torchrun_world_size() or 4,
+                        help="ranks per launch (default 4; under torchrun, its world size)")
     parser.add_argument("--repeats", type=int, default=3, help="launches to time (default 3)")
 
 
