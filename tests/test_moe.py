@@ -1,0 +1,139 @@
+"""Mixture of experts and expert parallelism: the spec.
+
+The single-process MoE is checked against a dense computation and hand-worked routing; the
+expert-parallel layer equals it on every rank (outputs, input, router and expert gradients),
+with and without dropped tokens; the all-to-all payload is exactly the formula; drop counts
+follow the binomial model when routing is uniformly random.
+"""
+
+import math
+
+import pytest
+import torch
+
+from playground import expert_parallel as ep
+from playground.launch import run
+from playground.moe import (MoE, expert_capacity, load_balancing_loss, predicted_drops, route,
+                            within_capacity)
+
+CASES = [  # tokens are per rank
+    dict(tokens=24, d_model=8, d_ff=16, n_experts=8, top_k=2, capacity_factor=None,
+         dtype="float64", seed=0),
+    dict(tokens=24, d_model=8, d_ff=16, n_experts=8, top_k=2, capacity_factor=1.0,
+         dtype="float64", seed=1),
+    dict(tokens=30, d_model=6, d_ff=12, n_experts=4, top_k=1, capacity_factor=0.75,
+         dtype="float32", seed=2),
+]
+
+
+# ----------------------------------------------------------------------------- single process
+def test_capacity_formula():
+    assert expert_capacity(64, 8, 2, 1.0) == 16
+    assert expert_capacity(64, 8, 2, 1.25) == 20
+    assert expert_capacity(10, 4, 1, 1.0) == 3  # ceil(2.5)
+    assert expert_capacity(10, 4, 1, None) == 10
+
+
+def test_first_choices_are_served_before_second_choices():
+    experts = torch.tensor([[0, 1], [1, 0], [0, 1], [0, 2]])  # (T=4, k=2)
+    kept = within_capacity(experts, n_experts=3, capacity=2)
+    # expert 0: first choices of tokens 0, 2 fill it; token 3's first choice and token 1's
+    # second choice are dropped.  expert 1: token 1 (first), token 0 (second); token 2's second
+    # is third in line.  expert 2: token 3's second choice.
+    assert kept.tolist() == [[True, True], [True, False], [True, False], [False, True]]
+
+
+def test_dense_mixture_when_every_expert_is_chosen():
+    """top_k = E and no capacity: y = Σ_e p_e · expert_e(x), the plain softmax mixture."""
+    torch.manual_seed(0)
+    moe = MoE(6, 12, n_experts=3, top_k=3).double()
+    x = torch.randn(5, 2, 6, dtype=torch.float64)
+    probs = torch.softmax(x @ moe.router.weight.t(), dim=-1)
+    dense = sum(probs[..., e:e + 1] * moe.experts[e](x) for e in range(3))
+    torch.testing.assert_close(moe(x), dense)
+    assert moe.last_stats["dropped"] == 0 and sum(moe.last_stats["kept"]) == 30
+
+
+def test_top1_gate_is_the_router_probability_and_trains_the_router():
+    torch.manual_seed(0)
+    moe = MoE(4, 8, n_experts=4, top_k=1).double()
+    x = torch.randn(7, 4, dtype=torch.float64)
+    experts, gates, probs = route(x, moe.router.weight, top_k=1)
+    torch.testing.assert_close(gates[:, 0], probs.max(dim=-1).values)
+    moe(x).sum().backward()
+    assert moe.router.weight.grad.abs().sum() > 0
+
+
+def test_load_balancing_loss_is_one_when_balanced():
+    experts = torch.tensor([[0], [1], [2], [3]])
+    probs = torch.full((4, 4), 0.25)
+    assert load_balancing_loss(experts, probs).item() == pytest.approx(1.0)
+    skewed = torch.tensor([[0], [0], [0], [0]])
+    peaked = torch.tensor([[1.0, 0, 0, 0]] * 4)
+    assert load_balancing_loss(skewed, peaked).item() == pytest.approx(4.0)
+
+
+def test_binomial_drop_model_matches_random_routing():
+    """Mean drops of uniformly random k-subsets (Monte Carlo) vs the closed form."""
+    tokens, n_experts, top_k, cf, trials = 64, 8, 2, 1.0, 400
+    g = torch.Generator().manual_seed(0)
+    capacity = expert_capacity(tokens, n_experts, top_k, cf)
+    drops = []
+    for _ in range(trials):
+        choice = torch.rand(tokens, n_experts, generator=g).topk(top_k, dim=-1).indices
+        drops.append(int((~within_capacity(choice, n_experts, capacity)).sum()))
+    mean, std = predicted_drops(tokens, n_experts, top_k, cf)
+    assert abs(sum(drops) / trials - mean) < 4 * std / math.sqrt(trials)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(top_k=5), "top_k=5 cannot exceed"),
+    (dict(top_k=0), "top_k must be a positive integer"),
+    (dict(capacity_factor=0.0), "capacity_factor must be > 0"),
+    (dict(n_experts=2.5), "n_experts must be a positive integer"),
+])
+def test_bad_configuration_is_named(kwargs, message):
+    args = dict(d_model=4, d_ff=8, n_experts=4, top_k=2) | kwargs
+    with pytest.raises(ValueError, match=message):
+        MoE(**args)
+
+
+def test_wrong_width_and_uneven_placement_are_named():
+    with pytest.raises(ValueError, match="last dimension 4"):
+        MoE(4, 8, 4)(torch.zeros(3, 5))
+    with pytest.raises(ValueError, match="6 experts do not split evenly over 4 ranks"):
+        ep.expert_placement(6, 4, 0)
+    assert list(ep.expert_placement(8, 4, 1)) == [2, 3]
+
+
+# ----------------------------------------------------------------------------- across ranks
+def _check_bytes(values):
+    for c, case in enumerate(CASES):
+        dtype = getattr(torch, case["dtype"])
+        for got in (v[c] for v in values):
+            pred = ep.predicted_bytes(case["tokens"], case["d_model"], case["top_k"],
+                                      case["n_experts"], dtype, got["dropped"], sum(got["recv_rows"]))
+            assert got["forward"]["payload_bytes"]["all_to_all_single"] == pred["forward"]
+            assert got["backward"]["payload_bytes"]["all_to_all_single"] == pred["backward"]
+            assert got["forward"]["calls"]["all_to_all_single"] == 3   # counts, dispatch, combine
+            assert got["backward"]["calls"]["all_to_all_single"] == 2  # combine, dispatch reversed
+        assert sum(sum(v[c]["recv_rows"]) for v in values) == sum(sum(v[c]["send_rows"]) for v in values)
+        dropped = sum(v[c]["dropped"] for v in values)
+        assert (dropped == 0) == (case["capacity_factor"] is None), (case, dropped)
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_expert_parallel_equals_single_process_moe(world_size):
+    values = run(ep.check_expert_parallel, world_size, CASES, quiet=True)
+    _check_bytes(values)
+
+
+def test_all_to_all_equals_pytorch_differentiable_all_to_all():
+    assert run(ep.check_all_to_all, 3, quiet=True) == [True, True, True]
+
+
+def test_map_row_has_the_agreed_keys():
+    (row,) = ep.map_rows()
+    assert {"strategy", "replicated", "sharded", "collective", "bytes_per_step_formula",
+            "bytes_measured", "link", "buys", "cite"} <= set(row)
+    assert row["bytes_predicted"] > 0
