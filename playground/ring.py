@@ -1,0 +1,190 @@
+"""Ring collectives from point-to-point messages: reduce-scatter, all-gather, all-reduce.
+
+The n ranks of a group stand in a logical ring: position p sends to p+1 and receives from p-1
+(mod n).  A tensor of S bytes is cut into n chunks (``shard_bounds``).  Reduce-scatter takes n-1
+steps; in each, every rank sends one chunk to its right neighbour and adds the chunk arriving
+from its left into its own copy.  After n-1 steps position p holds the full sum of chunk p.
+All-gather then circulates the finished chunks for n-1 more steps.  Each rank therefore sends
+(n-1)/n·S bytes per phase and 2(n-1)/n·S for the all-reduce, *whatever n is*: every link is busy
+at once and no rank is a bottleneck.
+
+Every message is a ``dist.isend``/``dist.irecv`` pair posted together through
+``dist.batch_isend_irecv`` (so ``playground.comm`` counts them exactly, and no rank blocks in a
+send that its neighbour cannot receive yet).  Sums accumulate in the tensor's own dtype, as
+gloo and NCCL do.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["shard_bounds", "ring_reduce_scatter", "ring_all_gather", "ring_all_reduce",
+           "ring_bytes_sent"]
+
+
+def shard_bounds(numel: int, world_size: int) -> list[tuple[int, int]]:
+    """Chunk r of a flat tensor of ``numel`` elements is ``[start, end)``.
+
+    The first ``numel % world_size`` chunks hold one extra element; with fewer elements than
+    ranks the last chunks are empty.  The chunks tile ``[0, numel)`` in rank order.
+    """
+    if isinstance(numel, bool) or not isinstance(numel, int) or numel < 0:
+        raise ValueError(f"numel must be an integer >= 0, got {numel!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
+    base, extra = divmod(numel, world_size)
+    bounds, start = [], 0
+    for r in range(world_size):
+        end = start + base + (1 if r < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def ring_bytes_sent(numel: int, world_size: int, element_size: int, rank: int = 0,
+                    phases: int = 2) -> int:
+    """Exact bytes the rank at ring position ``rank`` sends in a ring reduce-scatter
+    (``phases=1``) or all-reduce (``phases=2``).
+
+    Reduce-scatter: position p sends every chunk except chunk p (where its sum ends).
+    All-gather: position p sends every chunk except chunk p+1 (the last one it receives).
+    When n divides ``numel`` this is (n-1)/n · S per phase, S = numel · element_size.
+    """
+    if phases not in (1, 2):
+        raise ValueError(f"phases must be 1 (reduce-scatter) or 2 (all-reduce), got {phases!r}")
+    bounds = shard_bounds(numel, world_size)
+    sizes = [e - s for s, e in bounds]
+    total = 0
+    n = world_size
+    if phases >= 1:  # reduce-scatter: position p never sends chunk p (it ends there)
+        total += sum(sizes) - sizes[rank]
+    if phases >= 2:  # all-gather: position p never sends chunk p+1 (the last one it receives)
+        total += sum(sizes) - sizes[(rank + 1) % n]
+    return total * element_size
+
+
+# ----------------------------------------------------------------------------- helpers
+def _flat(tensor, name: str) -> torch.Tensor:
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{name} expects a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"{name} works in place on a contiguous tensor; got a non-contiguous one "
+                         f"of shape {tuple(tensor.shape)} (call .contiguous() and keep that copy)")
+    if not dist.is_initialized():
+        raise RuntimeError(f"{name} needs an initialized process group "
+                           "(run it under playground.launch.run or torchrun)")
+    return tensor.view(-1)
+
+
+def _ring(group):
+    """(position, n, global rank on the right, global rank on the left) in ``group``'s ring."""
+    n = dist.get_world_size(group)
+    position = dist.get_rank(group)
+    if position < 0:
+        raise ValueError("this rank is not a member of the group it was asked to reduce over")
+
+    def global_rank(p):
+        return p if group is None else dist.get_global_rank(group, p)
+    return position, n, global_rank((position + 1) % n), global_rank((position - 1) % n)
+
+
+SEGMENT_BYTES = 2 ** 20  # big chunks travel as ~1 MiB segments so adding overlaps receiving
+
+
+def _segments(lo: int, hi: int, count: int) -> list[tuple[int, int]]:
+    return [(lo + a, lo + b) for a, b in shard_bounds(hi - lo, count)]
+
+
+def _ring_pass(flat: torch.Tensor, group, reduce: bool) -> None:
+    """n-1 ring steps over ``flat``'s chunks: reduce-scatter (``reduce``) or all-gather.
+
+    Step s sends chunk ``send(s)`` right and receives chunk ``recv(s)`` from the left, and
+    ``recv(s) == send(s+1)``: what arrives (and, in reduce-scatter, is added) is what goes on
+    next.  Each chunk is cut into segments, and a segment is forwarded as soon as it has arrived
+    and been added, so the addition of one segment overlaps the transfer of the next instead of
+    every step waiting for its whole chunk (the pipelining gloo and NCCL do too).
+    """
+    position, n, right, left = _ring(group)
+    if n == 1 or flat.numel() == 0:
+        return
+    bounds = shard_bounds(flat.numel(), n)
+    first = 1 if reduce else 0  # reduce-scatter: position p finishes chunk p, so it starts at p-1
+
+    def send_chunk(step):
+        return (position - step - first) % n
+
+    largest = bounds[0][1] - bounds[0][0]
+    count = max(1, -(-largest * flat.element_size() // SEGMENT_BYTES))
+    stride = -(-largest // count)  # segment j of the receive buffer lives at [j*stride, ...)
+    buffer = torch.empty(count * stride, dtype=flat.dtype, device=flat.device) if reduce else None
+    sends, recvs = [], [None] * count
+
+    def post(step, j):
+        s_lo, s_hi = _segments(*bounds[send_chunk(step)], count)[j]
+        r_lo, r_hi = _segments(*bounds[send_chunk(step + 1)], count)[j]
+        target = buffer[j * stride:j * stride + r_hi - r_lo] if reduce else flat[r_lo:r_hi]
+        ops = []  # both neighbours compute the same sizes, so they agree which parts are empty
+        if s_hi > s_lo:
+            ops.append(dist.P2POp(dist.isend, flat[s_lo:s_hi], right, group, tag=j))
+        if r_hi > r_lo:
+            ops.append(dist.P2POp(dist.irecv, target, left, group, tag=j))
+        works = dist.batch_isend_irecv(ops) if ops else []
+        if s_hi > s_lo:
+            sends.append(works[0])
+        recvs[j] = (works[-1] if r_hi > r_lo else None, r_lo, r_hi, target)
+
+    for j in range(count):
+        post(0, j)
+    for step in range(n - 1):
+        for j in range(count):
+            work, r_lo, r_hi, target = recvs[j]
+            if work is not None:
+                work.wait()
+                if reduce:
+                    flat[r_lo:r_hi].add_(target)
+            if step + 1 < n - 1:
+                post(step + 1, j)
+    for work in sends:  # the next phase overwrites chunks this one sent
+        work.wait()
+
+
+# ----------------------------------------------------------------------------- collectives
+def _reduce_scatter_flat(flat: torch.Tensor, group) -> torch.Tensor:
+    _ring_pass(flat, group, reduce=True)
+    position, n, _, _ = _ring(group)
+    lo, hi = shard_bounds(flat.numel(), n)[position]
+    return flat[lo:hi]
+
+
+def _all_gather_flat(flat: torch.Tensor, group) -> torch.Tensor:
+    _ring_pass(flat, group, reduce=False)
+    return flat
+
+
+def ring_reduce_scatter(tensor: torch.Tensor, group=None) -> torch.Tensor:
+    """In place: afterwards chunk ``shard_bounds(numel, n)[r]`` of rank r holds that chunk's SUM
+    over all ranks of ``group``; returns that chunk as a view.  The other chunks hold partial
+    sums (scratch).  Each rank sends (n-1)/n·S bytes for S bytes of tensor.
+    """
+    return _reduce_scatter_flat(_flat(tensor, "ring_reduce_scatter"), group)
+
+
+def ring_all_gather(tensor: torch.Tensor, group=None) -> torch.Tensor:
+    """In place: on entry chunk r of rank r is valid, on exit every chunk is valid everywhere.
+
+    Returns ``tensor``.  Each rank sends (n-1)/n·S bytes.
+    """
+    _all_gather_flat(_flat(tensor, "ring_all_gather"), group)
+    return tensor
+
+
+def ring_all_reduce(tensor: torch.Tensor, group=None) -> torch.Tensor:
+    """In-place SUM over ``group`` (the contract of ``dist.all_reduce``): reduce-scatter, then
+    all-gather.  Any world size, any number of elements (also 0, also fewer than ranks), any
+    dtype with addition.  Each rank sends 2(n-1)/n·S bytes.  Returns ``tensor``.
+    """
+    flat = _flat(tensor, "ring_all_reduce")
+    _reduce_scatter_flat(flat, group)
+    _all_gather_flat(flat, group)
+    return tensor

@@ -1,0 +1,295 @@
+"""Running ZeRO for real: rank functions, single-process references, production equivalents.
+
+``train_ranks`` is the one rank function the chapter, tests, figures and benchmark launch: it
+trains the shared model with every requested variant in one launch (each launch of ranks costs
+seconds) and returns, per variant, the losses, the bytes this rank sent per step, the model
+states it held, the time per step and (on rank 0) the final parameters.
+
+Variants: ``("zero", stage, precision)`` is ``playground.zero.ZeroDP``; ``("zero_optim",)`` is
+``torch.distributed.optim.ZeroRedundancyOptimizer`` under DDP (fp32: it has no mixed precision);
+``("fsdp2", precision)`` is ``fully_shard`` on every layer and the root; ``("ddp",)`` is plain
+``DistributedDataParallel`` with Adam (fp32), the speed baseline.
+
+References, in one process: ``reference_parameters`` runs the same recipe on the full batch,
+computing its gradient as the sum of the N micro-batch gradients added in the order the ring
+adds them (``ring_order_sum``), so that even bf16 rounding is the same; ``plain_parameters`` is
+ordinary fp32 full-batch training (``playground.model.train_step``).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+from playground.launch import LaunchError, device, run
+from playground.memory import model_state_bytes
+from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch,
+                              train_step)
+from playground.ring import ring_bytes_sent, shard_bounds
+from playground.zero import COMPUTE_DTYPE, ZeroDP, flat_units
+
+__all__ = ["launch", "train_ranks", "reference_parameters", "plain_parameters",
+           "ring_order_sum", "unit_numels", "predicted_sent_bytes", "check_variants",
+           "saved_activation_bytes"]
+
+
+
+def check_variants(variants) -> list[tuple]:
+    """Refuse a malformed variant list before any process starts."""
+    variants = [tuple(v) for v in variants]
+    for v in variants:
+        ok = (v and v[0] == "zero" and len(v) == 3 and v[1] in (0, 1, 2, 3)
+              and not isinstance(v[1], bool) and v[2] in COMPUTE_DTYPE) or \
+             (v and v[0] == "fsdp2" and len(v) == 2 and v[1] in COMPUTE_DTYPE) or \
+             v in (("zero_optim",), ("ddp",))
+        if not ok:
+            raise ValueError(f"unknown variant {v!r}: use ('zero', stage 0-3, 'mixed'|'fp32'), "
+                             "('fsdp2', 'mixed'|'fp32'), ('zero_optim',) or ('ddp',)")
+    if len(set(variants)) != len(variants):
+        raise ValueError("each variant may appear once (use repeats= to time several runs)")
+    return variants
+
+
+def launch(world_size: int, variants, cfg: ModelConfig | None = None, *, steps: int = 3,
+           batch_size: int = 8, lr: float = 1e-3, seed: int = 0, repeats: int = 1,
+           timeout_s: float = 300.0) -> list[dict]:
+    """Check the inputs, then run ``train_ranks`` on ``world_size`` ranks; per-rank results."""
+    variants = check_variants(variants)
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise LaunchError(f"world_size must be an integer >= 1, got {world_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1 \
+            or batch_size % world_size:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive multiple of "
+                         f"world_size={world_size} (every rank gets an equal micro-batch)")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    return run(train_ranks, world_size, variants, cfg or ModelConfig(), steps, batch_size, lr,
+               seed, repeats, timeout_s=timeout_s, quiet=True)
+
+
+def predicted_sent_bytes(numels, n: int, stage: int, precision: str, rank: int = 0) -> int:
+    """Bytes rank ``rank`` sends in one ZeroDP step: one ring reduce-scatter (RS) and one ring
+    all-gather (AG) of every unit (stage 0 as an all-reduce), plus a second AG in stage 3."""
+    es = torch.tensor([], dtype=COMPUTE_DTYPE[precision]).element_size()
+    rs = sum(ring_bytes_sent(k, n, es, rank, phases=1) for k in numels)
+    ag = sum(ring_bytes_sent(k, n, es, rank, phases=2) for k in numels) - rs
+    return rs + (2 if stage == 3 else 1) * ag
+
+
+def unit_numels(cfg: ModelConfig) -> list[int]:
+    """Elements of each unit (entry of ``model.layers``): what ZeroDP flattens and shards."""
+    model = build_model(cfg, 0)
+    return [sum(p.numel() for p in layer.parameters()) for layer in flat_units(model)]
+
+
+def _flat_params(params) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1).float().cpu() for p in params])
+
+
+# ----------------------------------------------------------------------------- references
+def ring_order_sum(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """Sum n flat tensors adding, for chunk c, rank c+1's part first, then c+2, ..., c last:
+    the order ``playground.ring`` adds them in, so bf16 rounding comes out identical."""
+    n = len(tensors)
+    out = torch.empty_like(tensors[0])
+    for c, (lo, hi) in enumerate(shard_bounds(tensors[0].numel(), n)):
+        s = tensors[(c + 1) % n][lo:hi].clone()
+        for k in range(2, n + 1):
+            s = tensors[(c + k) % n][lo:hi] + s
+        out[lo:hi] = s
+    return out
+
+
+@contextmanager
+def _one_thread():
+    """The ranks compute with one thread; so does the reference (kernels may split work
+    differently with more threads and round differently)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved)
+
+
+def reference_parameters(cfg: ModelConfig, precision: str, n_micro: int, steps: int = 3,
+                         batch_size: int = 8, lr: float = 1e-3, seed: int = 0):
+    """Single-process training with the same recipe on the full batch; returns (fp32 parameter
+    vector, losses).  The full-batch gradient is the mean of ``n_micro`` micro-batch gradients,
+    flattened per layer and added in ring order (``ring_order_sum``)."""
+    if precision not in COMPUTE_DTYPE:
+        raise ValueError(f"precision must be one of {sorted(COMPUTE_DTYPE)}, got {precision!r}")
+    with _one_thread():
+        model = build_model(cfg, seed)
+        units = flat_units(model)
+        masters = [torch.nn.Parameter(_flat_params(u.parameters())) for u in units]
+        model.to(COMPUTE_DTYPE[precision])
+        optimizer = torch.optim.Adam(masters, lr=lr)
+        losses = []
+        for step in range(steps):
+            batch = synthetic_batch(cfg, batch_size, step, seed)
+            per_rank, micro_losses = [], []
+            for r in range(n_micro):
+                inputs, targets = shard_batch(batch, r, n_micro)
+                model.zero_grad(set_to_none=True)
+                loss = loss_fn(model(inputs), targets)
+                loss.backward()
+                micro_losses.append(loss.item())
+                per_rank.append([torch.cat([p.grad.reshape(-1) for p in u.parameters()])
+                                 for u in units])
+            for i, master in enumerate(masters):
+                summed = ring_order_sum([g[i] for g in per_rank])
+                master.grad = summed.float().div_(n_micro)
+            optimizer.step()
+            with torch.no_grad():
+                for u, master in zip(units, masters):
+                    torch.nn.utils.vector_to_parameters(master.to(COMPUTE_DTYPE[precision]),
+                                                        u.parameters())
+            losses.append(sum(micro_losses) / n_micro)
+    return torch.cat([m.detach() for m in masters]), losses
+
+
+def plain_parameters(cfg: ModelConfig, steps: int = 3, batch_size: int = 8, lr: float = 1e-3,
+                     seed: int = 0):
+    """Ordinary fp32 full-batch training (one backward on the whole batch)."""
+    with _one_thread():
+        model = build_model(cfg, seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        losses = [train_step(model, optimizer, synthetic_batch(cfg, batch_size, step, seed))
+                  for step in range(steps)]
+    return _flat_params(model.parameters()), losses
+
+
+# ----------------------------------------------------------------------------- the ranks
+def _batches(cfg, rank, n, steps, batch_size, seed):
+    dev = device()
+    for step in range(steps):
+        yield tuple(t.to(dev) for t in shard_batch(synthetic_batch(cfg, batch_size, step, seed),
+                                                   rank, n))
+
+
+def _run_zero(cfg, rank, n, stage, precision, steps, batch_size, lr, seed):
+    model = build_model(cfg, seed, device=device())
+    engine = ZeroDP(model, stage, precision, lr=lr)
+    losses, sent, times = [], [], []
+    for batch in _batches(cfg, rank, n, steps, batch_size, seed):
+        start = time.perf_counter()
+        out = engine.step(batch, loss_fn)
+        times.append(time.perf_counter() - start)
+        losses.append(out["loss"])
+        sent.append(out["sent_bytes"])
+    params = engine.parameters()
+    return {"losses": losses, "sent_bytes": sent, "times": times,
+            "state_bytes": engine.last_state_bytes, "params": params}
+
+
+def _run_torch(cfg, rank, n, kind, precision, steps, batch_size, lr, seed):
+    """The production equivalents: ZeroRedundancyOptimizer, FSDP2, DDP."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    model = build_model(cfg, seed, device=device())
+    if kind == "fsdp2":
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        # our layers return views (a reshape inside Linear); harmless: nothing edits them in place
+        warnings.filterwarnings("ignore", message=".*returned a view tensor.*")
+        policy = MixedPrecisionPolicy(param_dtype=COMPUTE_DTYPE[precision],
+                                      reduce_dtype=COMPUTE_DTYPE[precision])
+        for layer in model.layers:
+            fully_shard(layer, mp_policy=policy)
+        fully_shard(model, mp_policy=policy)
+        wrapped, optimizer = model, torch.optim.Adam(model.parameters(), lr=lr)
+    elif kind == "zero_optim":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        wrapped = DDP(model)
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.Adam,
+                                            lr=lr)
+    else:
+        wrapped, optimizer = DDP(model), torch.optim.Adam(model.parameters(), lr=lr)
+    losses, times = [], []
+    for inputs, targets in _batches(cfg, rank, n, steps, batch_size, seed):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_fn(wrapped(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        times.append(time.perf_counter() - start)
+        losses.append(loss.item())
+    held = model_state_bytes(model.parameters(), optimizer.optim if kind == "zero_optim"
+                             else optimizer)
+    if kind == "fsdp2":
+        params = [p.full_tensor() for p in model.parameters()]
+    else:
+        params = list(model.parameters())
+    return {"losses": losses, "times": times, "state_bytes": held,
+            "params": _flat_params(params)}
+
+
+def train_ranks(rank: int, world_size: int, variants, cfg: ModelConfig | None = None,
+                steps: int = 3, batch_size: int = 8, lr: float = 1e-3, seed: int = 0,
+                repeats: int = 1) -> dict:
+    """Rank function: train every variant in ``variants`` (see module doc) ``repeats`` times,
+    interleaved; returns {variant: result}.  Parameters are returned by rank 0 only."""
+    cfg = cfg or ModelConfig()
+    results: dict = {}
+    for _ in range(repeats):
+        for variant in variants:
+            kind = variant[0]
+            if kind == "zero":
+                out = _run_zero(cfg, rank, world_size, variant[1], variant[2], steps,
+                                batch_size, lr, seed)
+            elif kind in ("fsdp2", "zero_optim", "ddp"):
+                precision = variant[1] if kind == "fsdp2" else "fp32"
+                out = _run_torch(cfg, rank, world_size, kind, precision, steps, batch_size,
+                                 lr, seed)
+            else:
+                raise ValueError(f"unknown variant {variant!r}")
+            dist.barrier()
+            if rank:
+                out["params"] = None
+            if variant in results:  # a repeat: keep every timing, the rest is identical
+                results[variant]["times"] += out["times"]
+            else:
+                results[variant] = out
+    return results
+
+
+def saved_activation_bytes(cfg: ModelConfig, micro_batch: int, seed: int = 0,
+                           dtype: torch.dtype = torch.bfloat16) -> int:
+    """Bytes autograd keeps for backward in one forward of ``micro_batch`` sequences (the model
+    computing in ``dtype``; parameters excluded).  ZeRO shards none of it."""
+    model = build_model(cfg, seed, dtype=dtype)
+    inputs, targets = synthetic_batch(cfg, micro_batch, 0, seed)
+    with _one_thread():
+        from playground.memory import SavedActivations
+        with SavedActivations(exclude=model.parameters()) as saved:
+            loss_fn(model(inputs), targets)
+    return saved.bytes
+
+
+def demo(rank: int, world_size: int) -> dict:
+    """``python -m playground.zero_runs --nproc N``: the four stages, mixed precision, 3 steps."""
+    variants = [("zero", s, "mixed") for s in range(4)]
+    out = train_ranks(rank, world_size, variants, batch_size=2 * world_size)
+    return {v[1]: {"held": r["state_bytes"]["total"], "sent": r["sent_bytes"][0]}
+            for v, r in out.items()}
+
+
+def _report(values) -> None:
+    from playground.zero_memory import predicted
+    n, cfg = len(values), ModelConfig()
+    psi = cfg.param_count()
+    for stage in range(4):
+        held, sent = values[0][stage]["held"], values[0][stage]["sent"]
+        print(f"stage {stage}: rank 0 holds {held:,} B of model state (formula "
+              f"{predicted(psi, n, stage)['total']:,.0f} B), sent {sent:,} B per step "
+              f"(predicted {predicted_sent_bytes(unit_numels(cfg), n, stage, 'mixed'):,} B)")
+
+
+if __name__ == "__main__":
+    from playground.launch import cli
+    cli(demo, default_world_size=4, report=_report)
