@@ -1,0 +1,199 @@
+"""Two parallelisms at once, on one rank grid, matching single-process training.
+
+* ``DP(2)-TP(2)``: every block is tensor-parallel inside a TP pair; the two pairs see different
+  halves of the batch and average their gradients with one all-reduce over the DP group.
+* ``DP(2)-PP(2)``: the layer chain is cut into two stages that pass activations forward and
+  gradients backward (GPipe order: all micro-batches forward, then all backward); the two
+  pipelines see different halves of the batch and average gradients over the DP group.
+
+Each run trains ``steps`` SGD steps and asserts, every step, that its loss equals the
+single-process loss, and at the end that every parameter shard equals the matching slice of the
+single-process model (``assert_close``).  Traffic is counted per axis with ``playground.comm``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from playground import comm
+from playground.grid import RankGrid
+from playground.launch import cli, device
+from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch,
+                              train_step)
+from playground.tensor_parallel import TPBlock
+
+__all__ = ["reference_run", "train_dp_tp", "train_dp_pp", "stage_bounds", "compose_runs"]
+
+LR = 0.1
+
+
+def _optimizer(params):
+    # SGD with momentum, not Adam: Adam divides by sqrt(v), so for the key bias -- whose true
+    # gradient is exactly 0 (softmax ignores a shift shared by all keys) -- it turns 1e-9 of
+    # rounding noise into full-size steps of random sign, and equal math stops looking equal.
+    return torch.optim.SGD(params, lr=LR, momentum=0.9)
+
+
+def reference_run(cfg: ModelConfig, steps: int, batch: int, dev=None):
+    """Single-process training on the full batch: the model and the loss of every step."""
+    model = build_model(cfg, seed=0, device=dev or "cpu")
+    opt = _optimizer(model.parameters())
+    losses = [train_step(model, opt, tuple(t.to(dev or "cpu") for t in synthetic_batch(cfg, batch, s)))
+              for s in range(steps)]
+    return model, losses
+
+
+def _average_gradients(params, group, n: int) -> None:
+    """DP: one flat all-reduce of every gradient over ``group``, divided by its size."""
+    if n == 1:
+        return
+    flat = torch.cat([p.grad.reshape(-1) for p in params])
+    dist.all_reduce(flat, group=group)
+    flat /= n
+    for p, g in zip(params, flat.split([p.numel() for p in params])):
+        p.grad.copy_(g.view_as(p))
+
+
+def _mean_over(value: float, group, n: int) -> float:
+    t = torch.tensor([value], dtype=torch.float64, device=device())
+    dist.all_reduce(t, group=group)  # outside any count: bookkeeping, not training traffic
+    return t.item() / n
+
+
+def train_dp_tp(rank: int, world_size: int, dp: int, tp: int, steps: int = 3, batch: int = 8,
+                cfg: ModelConfig | None = None) -> dict:
+    """Rank worker for a DP x TP grid: returns the losses and the traffic of each axis."""
+    cfg, dev = cfg or ModelConfig(), device()
+    grid = RankGrid(dp=dp, tp=tp)
+    groups = grid.groups(rank)
+    ref, ref_losses = reference_run(cfg, steps, batch, dev)
+    model = build_model(cfg, seed=0, device=dev)
+    for i in range(1, cfg.n_layers + 1):
+        model.layers[i] = TPBlock(model.layers[i], groups.group("tp"))
+    params = list(model.parameters())
+    opt = _optimizer(params)
+    losses = []
+    with comm.count() as moved:
+        for step in range(steps):
+            inputs, targets = shard_batch(synthetic_batch(cfg, batch, step), groups.index("dp"), dp)
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(inputs.to(dev)), targets.to(dev))
+            loss.backward()
+            with comm.count() as dp_traffic:
+                _average_gradients(params, groups.group("dp"), dp)
+            opt.step()
+            losses.append(loss.item())
+    losses = [_mean_over(v, groups.group("dp"), dp) for v in losses]
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5, atol=1e-6)
+    for i, layer in enumerate(model.layers):
+        if isinstance(layer, TPBlock):
+            want = layer.expected_local(ref.layers[i])
+            for name, p in layer.named_parameters():
+                torch.testing.assert_close(p.detach(), want[name], rtol=1e-4, atol=1e-5)
+        else:
+            for p, q in zip(layer.parameters(), ref.layers[i].parameters()):
+                torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+    return {"label": grid.describe(rank), "dp": dp, "tp": tp, "steps": steps, "batch": batch,
+            "losses": losses, "reference_losses": ref_losses,
+            "all": moved.summary(), "dp_per_step": dp_traffic.summary(),
+            "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
+
+
+def stage_bounds(n_layers: int, stages: int) -> list[int]:
+    """Cut points of a chain of ``n_layers`` layers into ``stages`` near-equal consecutive slices."""
+    if not 1 <= stages <= n_layers:
+        raise ValueError(f"cannot cut {n_layers} layers into {stages} pipeline stages")
+    return [round(k * n_layers / stages) for k in range(stages + 1)]
+
+
+def train_dp_pp(rank: int, world_size: int, dp: int, pp: int, steps: int = 3, batch: int = 8,
+                micro_batches: int = 2, cfg: ModelConfig | None = None) -> dict:
+    """Rank worker for a DP x PP grid (GPipe schedule inside each pipeline)."""
+    cfg, dev = cfg or ModelConfig(), device()
+    grid = RankGrid(dp=dp, pp=pp)
+    groups = grid.groups(rank)
+    k, line = groups.index("pp"), groups.ranks("pp")
+    ref, ref_losses = reference_run(cfg, steps, batch, dev)
+    model = build_model(cfg, seed=0, device=dev)
+    bounds = stage_bounds(len(model.layers), pp)
+    stage = nn.Sequential(*copy.deepcopy(model.layers[bounds[k]:bounds[k + 1]]))
+    ref_stage = ref.layers[bounds[k]:bounds[k + 1]]
+    params = list(stage.parameters())
+    opt = _optimizer(params)
+    per_dp = batch // dp
+    if per_dp % micro_batches:
+        raise ValueError(f"{per_dp} examples per DP rank do not split into {micro_batches} micro-batches")
+    mb = per_dp // micro_batches
+    shape = (mb, cfg.seq_len, cfg.d_model)
+    losses = []
+    with comm.count() as moved:
+        for step in range(steps):
+            inputs, targets = shard_batch(synthetic_batch(cfg, batch, step), groups.index("dp"), dp)
+            opt.zero_grad(set_to_none=True)
+            kept, total = [], 0.0
+            # isend/irecv + wait rather than send/recv: torch's send calls isend inside, and the
+            # byte counter would see the same bytes twice
+            for m in range(micro_batches):  # forward every micro-batch
+                sl = slice(m * mb, (m + 1) * mb)
+                if k == 0:
+                    x = inputs[sl].to(dev)
+                else:
+                    x = torch.empty(shape, device=dev)
+                    dist.irecv(x, line[k - 1]).wait()
+                    x.requires_grad_()
+                y = stage(x)
+                if k < pp - 1:
+                    dist.isend(y.detach().contiguous(), line[k + 1]).wait()
+                else:
+                    y = loss_fn(y, targets[sl].to(dev)) / micro_batches
+                    total += y.item()
+                kept.append((x, y))
+            for x, y in reversed(kept):  # then every micro-batch backward
+                if k == pp - 1:
+                    y.backward()
+                else:
+                    grad = torch.empty(shape, device=dev)
+                    dist.irecv(grad, line[k + 1]).wait()
+                    y.backward(grad)
+                if k > 0:
+                    dist.isend(x.grad.contiguous(), line[k - 1]).wait()
+            with comm.count() as dp_traffic:
+                _average_gradients(params, groups.group("dp"), dp)
+            opt.step()
+            losses.append(total)
+    last = torch.tensor(losses if k == pp - 1 else [0.0] * steps, dtype=torch.float64, device=dev)
+    dist.all_reduce(last)  # every rank learns the pipelines' mean loss (bookkeeping)
+    losses = (last / dp).float().cpu().tolist()
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
+                               rtol=1e-5, atol=1e-6)
+    for p, q in zip(stage.parameters(), ref_stage.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
+    return {"label": grid.describe(rank), "stage_layers": (bounds[k], bounds[k + 1]),
+            "dp": dp, "pp": pp, "steps": steps, "batch": batch, "micro_batches": micro_batches,
+            "losses": losses, "reference_losses": ref_losses, "all": moved.summary(),
+            "dp_per_step": dp_traffic.summary(),
+            "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
+
+
+def compose_runs(rank: int, world_size: int, steps: int = 3, batch: int = 8) -> dict:
+    """Both 2-D layouts in one launch on 4 ranks (dp=2 with tp=2, then dp=2 with pp=2)."""
+    if world_size != 4:
+        raise ValueError(f"compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got {world_size}")
+    return {"dp_tp": train_dp_tp(rank, world_size, 2, 2, steps, batch),
+            "dp_pp": train_dp_pp(rank, world_size, 2, 2, steps, batch)}
+
+
+def _report(values) -> None:
+    for key in ("dp_tp", "dp_pp"):
+        print(f"{key}: losses {[round(v, 4) for v in values[0][key]['losses']]} equal the "
+              "single-process run; every shard equals its slice of the single-process model")
+        for v in values:
+            print(f"  {v[key]['label']}: {v[key]['all']['calls']}")
+
+
+if __name__ == "__main__":
+    cli(compose_runs, default_world_size=4, report=_report)

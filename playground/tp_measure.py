@@ -1,0 +1,237 @@
+"""Tensor and sequence parallelism measured: the formulas, and one real run that checks them.
+
+``layer_traffic`` predicts the collectives of one layer; ``block_activation_bytes`` the bytes
+autograd saves for one of our blocks; ``korthikanti_bytes`` is the published per-layer formula
+(Korthikanti et al. 2022) for the block with dropout and an s x s softmax.  ``check_block`` runs
+TP, SP and PyTorch's DTensor TP and SP on the same weights and returns what was counted.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from playground.tensor_parallel import TPBlock, dtensor_block, dtensor_local_grads
+
+__all__ = ["layer_traffic", "korthikanti_bytes", "block_activation_bytes", "check_block",
+           "single_block_activation_bytes", "traffic_report", "activation_report"]
+
+
+# ----------------------------------------------------------------------------- formulas
+def layer_traffic(b: int, s: int, h: int, t: int, elem_bytes: int = 4,
+                  sequence_parallel: bool = False, recompute_gather: bool = True) -> dict:
+    """Predicted collectives of one layer (forward, backward): {op: (calls, payload bytes)}.
+
+    Payload is what ``playground.comm`` records: the full b*s*h activation for all-reduce and
+    reduce-scatter, this rank's 1/t shard for all-gather.  Under SP the backward gathers each
+    column-parallel input again (``recompute_gather``): two more all-gathers.
+    """
+    full = b * s * h * elem_bytes
+    if t == 1:
+        return {"forward": {}, "backward": {}}
+    if not sequence_parallel:
+        return {"forward": {"all_reduce": (2, 2 * full)}, "backward": {"all_reduce": (2, 2 * full)}}
+    ag = 4 if recompute_gather else 2
+    return {"forward": {"all_gather_into_tensor": (2, 2 * full // t),
+                        "reduce_scatter_tensor": (2, 2 * full)},
+            "backward": {"all_gather_into_tensor": (ag, ag * full // t),
+                         "reduce_scatter_tensor": (2, 2 * full)}}
+
+
+def korthikanti_bytes(s: int, b: int, h: int, a: int, t: int = 1, sequence_parallel: bool = False,
+                      dropout: bool = True) -> float:
+    """Activation bytes of one layer in Korthikanti et al. (2022), 16-bit activations.
+
+    With dropout (their Eq. 1-4): sbh(34 + 5as/h) on one rank, sbh(10 + 24/t + 5as/(ht)) with TP,
+    sbh/t (34 + 5as/h) with TP+SP.  Without dropout the three 1-byte masks and the dropout output
+    (2as^2b) go away: 34 -> 32, 10 -> 8, 5as^2b -> 2as^2b.
+    """
+    sbh, att = s * b * h, (5 if dropout else 2) * a * s * s * b
+    whole = (34 if dropout else 32) * sbh + att
+    if t == 1 or sequence_parallel:
+        return whole / t
+    return (10 if dropout else 8) * sbh + 24 * sbh / t + att / t
+
+
+def block_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1,
+                           sequence_parallel: bool = False, elem_bytes: int = 4,
+                           stat_bytes: int = 4, recompute_gather: bool = True,
+                           d_ff: int | None = None) -> float:
+    """Bytes autograd saves for one of *our* blocks (no dropout, fused attention kernel).
+
+    Replicated under TP: the inputs of both norms, of q|k|v and of fc1 (4sbh elements) and the
+    norms' mean and 1/std (4sb floats).  Split by t: q, k, v (3sbh), the attention output, which
+    is also the input of ``o`` (sbh), GELU's input and fc2's input (sb*d_ff each, d_ff = 4h by
+    default: 4sbh each), and the kernel's
+    log-sum-exp per head and token (asb floats) -- stored instead of the s x s softmax.
+    SP divides the replicated part by t too (only the shards are kept).
+
+    The attention terms are those of PyTorch's fused CPU kernel, whose output is laid out so that
+    ``o`` reads it without a copy; other kernels (CUDA's memory-efficient attention pads the
+    log-sum-exp and keeps RNG state) differ in the small ``asb`` term.
+    """
+    sbh, sb = s * b * h, s * b
+    shared, shared_stats = 4 * sbh, 4 * sb
+    split, split_stats = 4 * sbh + 2 * sb * (4 * h if d_ff is None else d_ff), a * sb
+    if sequence_parallel:
+        gathered = 0 if recompute_gather else 2 * sbh - 2 * sbh / t
+        return (shared + split) * elem_bytes / t + gathered * elem_bytes + \
+            (shared_stats + split_stats) * stat_bytes / t
+    return (shared + split / t) * elem_bytes + (shared_stats + split_stats / t) * stat_bytes
+
+
+# ----------------------------------------------------------------------------- one real run
+def _saved_bytes(module, x):
+    from playground.memory import SavedActivations
+    saved = SavedActivations(exclude=list(module.parameters()))
+    with saved:
+        y = module(x)
+    return y, saved.bytes
+
+
+def single_block_activation_bytes(cfg=None, batch: int = 2,
+                                  dtype: torch.dtype = torch.float32) -> int:
+    """Bytes autograd saves for one forward of the shared model's Block, in this process (t = 1)."""
+    from playground.model import ModelConfig, build_model
+    cfg = cfg or ModelConfig()
+    block = build_model(cfg, seed=0, dtype=dtype).layers[1]
+    x = torch.randn(batch, cfg.seq_len, cfg.d_model, dtype=dtype, requires_grad=True)
+    return _saved_bytes(block, x)[1]
+
+
+def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int = 2,
+                dtype: torch.dtype = torch.float32, recompute_gather: bool = True) -> dict:
+    """Rank worker: for each t, run one block with TP, with SP and with DTensor on groups of t.
+
+    Asserts (``assert_close``) that outputs, input gradients and every gradient shard equal the
+    single-process block's, and PyTorch's DTensor TP and SP on the same weights; returns, per t,
+    the collectives counted in forward and backward and the activation bytes saved on this rank.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+
+    from playground import comm
+    from playground.grid import RankGrid
+    from playground.launch import device
+    from playground.model import ModelConfig, build_model
+
+    cfg, dev = cfg or ModelConfig(), device()
+    if tp_sizes is None:  # every group size > 1 that tiles the job
+        tp_sizes = tuple(t for t in range(2, world_size + 1) if world_size % t == 0)
+    block = build_model(cfg, seed=0, dtype=dtype, device=dev).layers[1]
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(batch, cfg.seq_len, cfg.d_model, generator=g, dtype=dtype).to(dev)
+    dy = torch.randn(batch, cfg.seq_len, cfg.d_model, generator=g, dtype=dtype).to(dev)
+    xr = x.clone().requires_grad_()
+    y_ref = block(xr)
+    y_ref.backward(dy)
+    report = {}
+    for t in tp_sizes:
+        if world_size % t:
+            raise ValueError(f"tensor-parallel size {t} does not divide world size {world_size}")
+        grid = RankGrid(dp=world_size // t, tp=t)  # the other axis just replicates here
+        group = grid.groups(rank).group("tp")
+        r = grid.coords(rank)["tp"]
+        out = {"label": grid.label(rank)}
+        for sp in (False, True):
+            tpb = TPBlock(block, group, sequence_parallel=sp, recompute_gather=recompute_gather)
+            cut = (lambda z: z.chunk(t, dim=1)[r]) if sp else (lambda z: z)
+            xin = cut(x).clone().requires_grad_()
+            with comm.count() as fwd:
+                y, act = _saved_bytes(tpb, xin)
+            with comm.count() as bwd:
+                y.backward(cut(dy))
+            with comm.count() as sync:
+                tpb.finish_gradients()
+            torch.testing.assert_close(y, cut(y_ref))
+            torch.testing.assert_close(xin.grad, cut(xr.grad))
+            want = tpb.expected_local(block, grads=True)
+            for name, p in tpb.named_parameters():
+                torch.testing.assert_close(p.grad, want[name], msg=lambda m, n=name: f"{n}: {m}")
+            out["sp" if sp else "tp"] = {"forward": fwd.summary(), "backward": bwd.summary(),
+                                         "grad_sync": sync.summary(), "activation_bytes": act}
+        # PyTorch's own TP (and SP) on the same weights: the production reference
+        mesh = init_device_mesh(dev.type, (world_size // t, t), mesh_dim_names=("dp", "tp"))
+        for sp in (False, True):
+            cut = (lambda z: z.chunk(t, dim=1)[r]) if sp else (lambda z: z)
+            dblock = dtensor_block(block, mesh["tp"], sequence_parallel=sp)
+            xd = cut(x).clone().requires_grad_()
+            yd = dblock(DTensor.from_local(xd, mesh["tp"], [Shard(1)]) if sp else xd)
+            yd = yd.to_local() if sp else yd
+            yd.backward(cut(dy))
+            tpb = TPBlock(block, group, sequence_parallel=sp)
+            xt = cut(x).clone().requires_grad_()
+            yt = tpb(xt)
+            yt.backward(cut(dy))
+            tpb.finish_gradients()
+            torch.testing.assert_close(yd, yt)
+            torch.testing.assert_close(xd.grad, xt.grad)
+            mine = dict(tpb.named_parameters())
+            for name, grad in dtensor_local_grads(dblock).items():
+                torch.testing.assert_close(mine[name].grad, grad, msg=lambda m, n=name: f"{n}: {m}")
+        out["dtensor_equal"] = True
+        report[t] = out
+    return report
+
+
+# ----------------------------------------------------------------------------- what the chapter prints
+def _calls(summary: dict) -> str:
+    return ", ".join(f"{op} x{n} ({summary['payload_bytes'][op]:,} B payload)"
+                     for op, n in summary["calls"].items()) or "nothing"
+
+
+def traffic_report(values: list, cfg=None, batch: int = 2, elem_bytes: int = 4) -> str:
+    """Per t and mode: the collectives counted in one layer beside ``layer_traffic``; raises if
+    any rank's count differs from the formula."""
+    from playground.model import ModelConfig
+    from playground.tp_comm import ring_wire_bytes
+    cfg = cfg or ModelConfig()
+    lines = []
+    for t in sorted(values[0]):
+        for mode in ("tp", "sp"):
+            want = layer_traffic(batch, cfg.seq_len, cfg.d_model, t, elem_bytes, mode == "sp")
+            for phase in ("forward", "backward"):
+                expect = {op: c for op, (c, _) in want[phase].items()}
+                payload = {op: p for op, (_, p) in want[phase].items()}
+                for v in values:
+                    got = v[t][mode][phase]
+                    if got["calls"] != expect or got["payload_bytes"] != payload:
+                        raise AssertionError(f"t={t} {mode} {phase}: counted {got}, formula {want[phase]}")
+                lines.append(f"t={t} {mode.upper():2s} {phase:8s}: {_calls(values[0][t][mode][phase])}"
+                             "  = formula, all ranks")
+            wire = sum(ring_wire_bytes(op, p, t) for ph in want.values() for op, (_, p) in ph.items())
+            lines.append(f"t={t} {mode.upper():2s} ring wire bytes per rank per layer: {wire:,.0f} B")
+    return "\n".join(lines)
+
+
+def activation_report(values: list, t1_bytes: int, cfg=None, batch: int = 2) -> str:
+    """Activation bytes per rank per layer: measured, our formula, and Korthikanti's (x2 for
+    fp32, no dropout); raises if a measurement differs from our formula."""
+    from playground.model import ModelConfig
+    cfg = cfg or ModelConfig()
+    s, h, a = cfg.seq_len, cfg.d_model, cfg.n_heads
+    rows = [(1, "-", t1_bytes)]
+    for t in sorted(values[0]):
+        for mode in ("tp", "sp"):
+            got = {v[t][mode]["activation_bytes"] for v in values}
+            if len(got) != 1:
+                raise AssertionError(f"t={t} {mode}: ranks saved different bytes {got}")
+            rows.append((t, mode.upper(), got.pop()))
+    lines = [f"{'t':>2} {'mode':4} {'measured':>9} {'our formula':>12} {'Korthikanti x2':>15}"]
+    for t, mode, got in rows:
+        sp = mode == "SP"
+        ours = block_activation_bytes(s, batch, h, a, t, sp, d_ff=cfg.d_ff)
+        paper = 2 * korthikanti_bytes(s, batch, h, a, t, sp, dropout=False)
+        if got != ours:
+            raise AssertionError(f"t={t} {mode}: measured {got} B, formula {ours} B")
+        lines.append(f"{t:>2} {mode:4} {got:>9,} {ours:>12,.0f} {paper:>15,.0f}   measured = our formula")
+    return "\n".join(lines)
+
+
+def _report(values) -> None:
+    print(traffic_report(values))
+    print(activation_report(values, single_block_activation_bytes()))
+
+
+if __name__ == "__main__":
+    from playground.launch import cli
+    cli(check_block, default_world_size=4, report=_report)
