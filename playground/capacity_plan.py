@@ -1,0 +1,463 @@
+"""Capacity planning: tokens -> steps -> FLOPs -> GPU-hours -> days -> memory -> forced parallelism.
+
+``plan(...)`` turns a training run's size into what it costs on a given GPU, and
+``python -m playground.capacity_plan --params 70B --tokens 1.4T --gpu H100 --gpus 1024 [--json]``
+prints the same dict.  Not exact — accurate enough to catch a 10x fantasy plan.  Every formula is
+a function of its own so that a step-time model can reuse it:
+
+* FLOPs: 6 N_active D (forward + backward), 8 N D with full recomputation, or, when the
+  architecture is given, Megatron's per-iteration count (Narayanan et al. 2021, Eq. 3).
+* Memory: the ZeRO model-state formulas (Rajbhandari et al. 2020) and Korthikanti et al.'s (2022)
+  activation bytes per layer for each recompute setting.
+* Forced parallelism: the smallest TP x PP (TP inside one node) whose model states plus
+  activations fit in the GPU's memory, and the data-parallel degree that remains.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from playground import hardware, zero_memory
+from playground.published_runs import MAX_REPORTED_MFU
+from playground.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
+
+__all__ = ["plan", "PlanError", "model_state_bytes", "activation_bytes_per_layer",
+           "megatron_flops_per_iteration", "flops_per_token", "forced_parallelism",
+           "infer_architecture", "per_gpu_memory", "report", "measure_training_flops",
+           "measure_layer_activation_bytes", "DEFAULT_MFU", "main"]
+
+RECOMPUTE = ("none", "selective", "full")
+DEFAULT_MFU = 0.40          # used only when neither --mfu nor --achieved-tflops is given; said so
+DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4M, GPT-3/Llama-2 scale)
+DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 2048, 50257
+
+
+class PlanError(ValueError):
+    """Bad or contradictory planner input; the message names the problem."""
+
+
+# ----------------------------------------------------------------------------- FLOPs
+def flops_per_token(active_params: float, recompute: str = "none") -> float:
+    """6 N (2 forward + 4 backward per parameter); 8 N when full recomputation re-runs the forward.
+
+    Selective recomputation re-runs only the attention core, a few percent more; without the
+    architecture it is counted as 6 N (``megatron_flops_per_iteration`` counts it exactly).
+    """
+    return (8 if recompute == "full" else 6) * active_params
+
+
+def megatron_flops_per_iteration(batch: float, seq_len: int, layers: int, hidden: int, vocab: int,
+                                 recompute: str = "full") -> float:
+    """FLOPs of one iteration of a GPT with ``batch`` sequences (Narayanan et al. 2021, Eq. 3).
+
+    Per layer the forward does 24 B s h^2 (projections, 4h MLP) + 4 B s^2 h (scores and
+    scores x V); the logit layer 2 B s h V; backward is twice the forward.  Full recomputation
+    runs the layers' forward once more: 96 B s l h^2 (1 + s/6h + V/16lh).  Without it:
+    72 B s l h^2 (1 + s/6h + V/12lh).  Selective recomputation (Korthikanti et al. 2022) re-runs
+    only the attention core: + 4 B s^2 h per layer.
+    """
+    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
+    if recompute == "full":
+        return 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
+    base = 72 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (12 * l * h))
+    return base + (4 * B * s ** 2 * h * l if recompute == "selective" else 0)
+
+
+# ----------------------------------------------------------------------------- memory
+def model_state_bytes(params: float, dp: int = 1, zero_stage: int = 0,
+                      optimizer_bytes_per_param: float = 12, param_bytes: float = 2,
+                      grad_bytes: float = 2) -> dict:
+    """Bytes per GPU of parameters, gradients and optimizer state (Rajbhandari et al. 2020).
+
+    Mixed-precision Adam keeps 2-byte parameters and gradients and K = 12 bytes of optimizer
+    state (fp32 master weights, momentum, variance).  ZeRO stage 1 shards the optimizer state
+    over the ``dp`` data-parallel ranks, stage 2 also the gradients, stage 3 also the parameters.
+    The formulas live in one place, ``playground.zero_memory.predicted`` (the ZeRO chapter's);
+    this wrapper gives them the planner's argument names and errors.
+    """
+    recipe = zero_memory.Recipe("planner", param_bytes, grad_bytes, optimizer_bytes_per_param)
+    if isinstance(dp, float) and dp == int(dp):
+        dp = int(dp)
+    try:
+        return zero_memory.predicted(params, dp, zero_stage, recipe)
+    except ValueError as e:
+        raise PlanError(f"zero_stage/dp: {e}") from None
+
+
+def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, heads: int,
+                               recompute: str = "none", tp: int = 1, dropout: bool = True,
+                               flash_attention: bool = False) -> float:
+    """Activation bytes one transformer layer keeps for backward (Korthikanti et al. 2022).
+
+    16-bit activations, 1-byte dropout masks, tensor parallelism of degree ``tp`` with sequence
+    parallelism: s b h (34 + 5 a s / h) / t with no recomputation, 34 s b h / t with selective
+    recomputation (the a s^2 b attention scores are recomputed), 2 s b h / t with full
+    recomputation (only the layer's input is kept).  Without dropout the two s b h masks go
+    (34 -> 32) and the scores cost 2 a s^2 b instead of 5; a fused (flash) attention kernel keeps
+    no scores at all, only a 4-byte log-sum-exp per row (4 a s b).
+    """
+    s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
+    if recompute == "full":
+        return 2 * s * b * h / t
+    per_token = 34 * s * b * h if dropout else 32 * s * b * h
+    if recompute == "selective":
+        return per_token / t
+    scores = 4 * a * s * b if flash_attention else (5 if dropout else 2) * a * s * s * b
+    return (per_token + scores) / t
+
+
+def infer_architecture(params: float, seq_len: int = DEFAULT_SEQ_LEN, vocab: int = DEFAULT_VOCAB) -> dict:
+    """A GPT shape for ``params`` when none is given: N = 12 l h^2, h / l = 128, head size 128.
+
+    GPT-3 175B (96 layers, h = 12288) has exactly that aspect ratio.  Layers and heads are rounded
+    to multiples of 8 (when there are at least 8) so that TP and PP have divisors to work with.
+    """
+    def round8(x: float) -> int:
+        return max(8, 8 * round(x / 8)) if x >= 6 else max(1, round(x))
+    layers = round8((params / (12 * 128 ** 2)) ** (1 / 3))
+    heads = round8(math.sqrt(params / (12 * layers)) / 128)
+    return {"layers": layers, "hidden": 128 * heads, "heads": heads, "vocab": vocab, "seq_len": seq_len,
+            "source": "inferred from params (N = 12 l h^2, h/l = 128, head size 128, rounded to 8s)"}
+
+
+def per_gpu_memory(params, arch, tp, pp, dp, zero_stage, recompute, micro_batch, opt_bytes) -> dict:
+    stage_layers = math.ceil(arch["layers"] / pp)  # the first (fullest) pipeline stage
+    states = model_state_bytes(params * stage_layers / arch["layers"] / tp, dp, zero_stage, opt_bytes)
+    # 1F1B: the first stage holds pp micro-batches in flight for each of its layers
+    acts = stage_layers * pp * activation_bytes_per_layer(arch["seq_len"], micro_batch, arch["hidden"],
+                                                          arch["heads"], recompute, tp)
+    return {"model_states": states["total"], "model_state_parts": states, "activations": acts,
+            "total": states["total"] + acts}
+
+
+def forced_parallelism(params: float, arch: dict, gpu, gpus: int | None = None,
+                       zero_stage: int = 0, recompute: str = "none", micro_batch: int = 1,
+                       optimizer_bytes_per_param: float = 12) -> dict:
+    """The smallest TP x PP whose per-GPU memory fits, TP within a node; ties go to less PP.
+
+    TP must divide the heads and stay within ``gpu.gpus_per_node``; PP is at most the layers
+    (the first stage takes ceil(l / PP) of them); with ``gpus`` given, TP x PP must divide it and
+    DP = gpus / (TP x PP).  "Fits" means model states plus activations within the HBM capacity.
+    ``fits`` is False (and the most sharded layout tried is reported) when nothing fits.
+    """
+    spec = hardware.gpu(gpu)
+    tps = [t for t in (2 ** k for k in range(8)) if t <= spec.gpus_per_node and arch["heads"] % t == 0]
+    pps = range(1, arch["layers"] + 1)
+    layouts = sorted(((t, p) for t in tps for p in pps if not gpus or gpus % (t * p) == 0),
+                     key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
+    last = None
+    for t, p in layouts:
+        dp = gpus // (t * p) if gpus else 1
+        mem = per_gpu_memory(params, arch, t, p, dp, zero_stage, recompute, micro_batch,
+                              optimizer_bytes_per_param)
+        last = {"dp": dp, "tp": t, "pp": p, "zero_stage": zero_stage, "fits": False, "memory": mem}
+        if mem["total"] <= spec.hbm_bytes:
+            last["fits"] = True
+            return last
+    if last is None:  # no layout divides the GPU count
+        mem = per_gpu_memory(params, arch, 1, 1, gpus or 1, zero_stage, recompute, micro_batch,
+                              optimizer_bytes_per_param)
+        last = {"dp": gpus or 1, "tp": 1, "pp": 1, "zero_stage": zero_stage, "fits": False, "memory": mem}
+    return last
+
+
+# ----------------------------------------------------------------------------- input checks
+def _number(name, value, integer=False, allow_none=True):
+    if value is None:
+        if allow_none:
+            return None
+        raise PlanError(f"--{name} is required")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise PlanError(f"--{name} must be a finite number, got {value!r}")
+    if value <= 0:
+        raise PlanError(f"--{name} must be positive, got {value!r}")
+    if integer:
+        if int(value) != value:
+            raise PlanError(f"--{name} must be a whole number, got {value!r}")
+        return int(value)
+    return float(value)
+
+
+def _check(kw: dict) -> dict:
+    n = lambda k, **o: _number(k.replace("_", "-"), kw.get(k), **o)  # noqa: E731
+    out = dict(kw)
+    for k in ("params", "active_params", "tokens", "compute", "global_batch_tokens", "mfu",
+              "achieved_tflops", "price_per_gpu_hour", "max_days"):
+        out[k] = n(k)
+    for k in ("layers", "hidden", "heads", "vocab", "seq_len", "gpus", "micro_batch_size"):
+        out[k] = n(k, integer=True)
+    if out["compute"] is not None and (out["params"] is not None or out["tokens"] is not None):
+        raise PlanError("give either --compute or --params/--tokens, not both")
+    if out["compute"] is None and (out["params"] is None or out["tokens"] is None):
+        raise PlanError("give --params and --tokens, or a FLOP budget with --compute")
+    if out["mfu"] is not None and out["achieved_tflops"] is not None:
+        raise PlanError("give either --mfu or --achieved-tflops, not both")
+    if out["mfu"] is not None and out["mfu"] > 1:
+        raise PlanError(f"--mfu must be in (0, 1], got {out['mfu']!r}")
+    if kw.get("recompute") not in RECOMPUTE:
+        raise PlanError(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {kw.get('recompute')!r}")
+    if kw.get("zero_stage") not in (0, 1, 2, 3) or isinstance(kw.get("zero_stage"), bool):
+        raise PlanError(f"--zero-stage must be 0, 1, 2 or 3, got {kw.get('zero_stage')!r}")
+    try:
+        out["gpu"] = hardware.gpu(kw.get("gpu"))
+    except hardware.UnknownGPUError as e:
+        raise PlanError(str(e)) from None
+    if out["achieved_tflops"] is not None and out["achieved_tflops"] * 1e12 > out["gpu"].peak_bf16_flops:
+        raise PlanError(f"--achieved-tflops {out['achieved_tflops']:g} exceeds the {out['gpu'].name}'s "
+                        f"dense BF16 peak of {out['gpu'].peak_bf16_flops / 1e12:g} TFLOP/s")
+    if out["active_params"] is not None and out["params"] is not None and out["active_params"] > out["params"]:
+        raise PlanError("--active-params cannot exceed --params")
+    shape = [out[k] for k in ("layers", "hidden", "heads")]
+    if any(v is not None for v in shape) and any(v is None for v in shape):
+        raise PlanError("give all of --layers, --hidden, --heads, or none of them")
+    if out["hidden"] is not None and out["hidden"] % out["heads"]:
+        raise PlanError(f"--hidden {out['hidden']} is not divisible by --heads {out['heads']}")
+    return out
+
+
+# ----------------------------------------------------------------------------- the plan
+def plan(params=None, active_params=None, tokens=None, compute=None, layers=None, hidden=None,
+         heads=None, vocab=None, seq_len=None, global_batch_tokens=None, gpu="H100", gpus=None,
+         mfu=None, achieved_tflops=None, recompute="none", zero_stage=0, price_per_gpu_hour=None,
+         micro_batch_size=1, max_days=365) -> dict:
+    """The capacity plan of one training run, as a JSON-ready dict (see the module docstring)."""
+    k = _check(dict(locals()))
+    spec, warnings = k["gpu"], []
+    if k["compute"] is not None:
+        k["params"], k["tokens"] = chinchilla_optimal(k["compute"])
+    N, D = k["params"], k["tokens"]
+    N_active = k["active_params"] or N
+    opt_N, opt_D = chinchilla_optimal(6 * N_active * D)
+
+    if k["layers"] is not None:
+        arch = {"layers": k["layers"], "hidden": k["hidden"], "heads": k["heads"],
+                "vocab": k["vocab"] or DEFAULT_VOCAB, "seq_len": k["seq_len"] or DEFAULT_SEQ_LEN,
+                "source": "given"}
+    else:
+        arch = infer_architecture(N, k["seq_len"] or DEFAULT_SEQ_LEN, k["vocab"] or DEFAULT_VOCAB)
+    batch_tokens = k["global_batch_tokens"] or DEFAULT_GLOBAL_BATCH
+    batch_tokens = int(batch_tokens) if batch_tokens == int(batch_tokens) else batch_tokens
+    if batch_tokens < arch["seq_len"]:
+        raise PlanError(f"--global-batch-tokens {batch_tokens:g} is less than one sequence of "
+                        f"{arch['seq_len']} tokens")
+    steps = math.ceil(D / batch_tokens)
+
+    # FLOPs: Megatron's count when the (dense) architecture is given, else 6ND / 8ND
+    if arch["source"] == "given" and N_active == N:
+        per_seq = lambda rc: megatron_flops_per_iteration(1, arch["seq_len"], arch["layers"],  # noqa: E731
+                                                          arch["hidden"], arch["vocab"], rc)
+        sequences = D / arch["seq_len"]
+        total_flops, model_flops = per_seq(recompute) * sequences, per_seq("none") * sequences
+        method = "megatron"
+    else:
+        total_flops, model_flops = flops_per_token(N_active, recompute) * D, 6 * N_active * D
+        method = "8ND" if recompute == "full" else "6ND"
+
+    # time: MFU is defined on model FLOPs; an achieved TFLOP/s counts the FLOPs actually executed
+    if k["achieved_tflops"] is not None:
+        gpu_seconds = total_flops / (k["achieved_tflops"] * 1e12)
+        source = "achieved TFLOP/s given (counts executed FLOPs, recomputation included)"
+    else:
+        mfu_in = k["mfu"] if k["mfu"] is not None else DEFAULT_MFU
+        gpu_seconds = model_flops / (mfu_in * spec.peak_bf16_flops)
+        source = "given" if k["mfu"] is not None else f"assumed default {DEFAULT_MFU}"
+    mfu_out = model_flops / (gpu_seconds * spec.peak_bf16_flops)
+    gpu_hours = gpu_seconds / 3600
+    days = gpu_hours / k["gpus"] / 24 if k["gpus"] else None
+
+    par = forced_parallelism(N, arch, spec, k["gpus"], zero_stage, recompute, k["micro_batch_size"])
+    mem = par.pop("memory")
+    memory = {"model_states": mem["model_states"], "model_state_parts": mem["model_state_parts"],
+              "activations": mem["activations"], "total": mem["total"], "capacity": spec.hbm_bytes,
+              "fits": par["fits"]}
+
+    # fantasy-plan warnings
+    if mfu_out > MAX_REPORTED_MFU:
+        warnings.append(f"MFU {mfu_out:.2f} is above what any published large run reached "
+                        f"(~{MAX_REPORTED_MFU:.2f}); expect 0.35-0.45")
+    if D < TOKENS_PER_PARAM / 2 * N_active:
+        warnings.append(f"{D / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
+                        f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "
+                        f"on {opt_D / 1e9:.3g}B tokens")
+    if not par["fits"]:
+        warnings.append(f"nothing fits: even TP={par['tp']} x PP={par['pp']} needs "
+                        f"{mem['total'] / 1e9:.1f} GB per GPU, the {spec.name} has {spec.hbm_bytes / 1e9:.0f} GB")
+    sequences_per_step = batch_tokens / arch["seq_len"]
+    if par["fits"] and sequences_per_step < par["dp"] * k["micro_batch_size"]:
+        warnings.append(f"global batch of {sequences_per_step:g} sequences is smaller than DP={par['dp']} "
+                        f"x micro-batch {k['micro_batch_size']}: some replicas would get no data")
+    if days is not None and days > k["max_days"]:
+        warnings.append(f"{days:.0f} days of training exceeds the {k['max_days']:g}-day calendar")
+    if k["gpus"] is None:
+        warnings.append("no --gpus given: days and the data-parallel degree are not computed")
+
+    return {
+        "params": N, "active_params": N_active, "tokens": D,
+        "compute_optimal": {"params": opt_N, "tokens": opt_D, "approach": 1},
+        "predicted_loss": chinchilla_loss(N_active, D),
+        "architecture": arch, "gpu": spec.name, "gpus": k["gpus"],
+        "flops_per_token": total_flops / D, "model_flops": model_flops, "total_flops": total_flops,
+        "flops_method": method, "recompute": recompute,
+        "global_batch_tokens": batch_tokens, "steps": steps,
+        "mfu": mfu_out, "hfu": total_flops / (gpu_seconds * spec.peak_bf16_flops), "mfu_source": source,
+        "tflops_per_gpu": total_flops / gpu_seconds / 1e12,
+        "gpu_hours": gpu_hours, "days": days,
+        "cost": gpu_hours * k["price_per_gpu_hour"] if k["price_per_gpu_hour"] else None,
+        "memory": memory, "parallelism": par, "warnings": warnings,
+    }
+
+
+# ----------------------------------------------------------------------------- measurements
+def measure_training_flops(cfg, batch_size: int, recompute: str = "none") -> int:
+    """FLOPs of one forward + backward of the course's ``TinyGPT``, counted by PyTorch.
+
+    ``torch.utils.flop_counter`` counts matrix multiplies; attention runs on the plain (math)
+    kernel so its two matmuls are visible, and ``recompute="full"`` checkpoints every block
+    with early stopping off, so the whole forward really is re-run as Megatron's formula assumes.
+    """
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils import checkpoint
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from playground.model import build_model, synthetic_batch
+    if recompute not in ("none", "full"):
+        raise PlanError(f"recompute must be 'none' or 'full' here, got {recompute!r}")
+    model = build_model(cfg)
+    inputs, _ = synthetic_batch(cfg, batch_size, step=0)
+    with sdpa_kernel(SDPBackend.MATH), checkpoint.set_checkpoint_early_stop(False), \
+            FlopCounterMode(display=False) as counter:
+        x = model.layers[0](inputs)
+        for block in model.layers[1:-1]:
+            x = checkpoint.checkpoint(block, x, use_reentrant=False) if recompute == "full" else block(x)
+        model.layers[-1](x).float().sum().backward()
+    return int(counter.get_total_flops())
+
+
+def measure_layer_activation_bytes(cfg, batch_size: int) -> int:
+    """Bytes one bf16 ``TinyGPT`` block saves for backward (``playground.memory.SavedActivations``)."""
+    import torch
+
+    from playground.memory import SavedActivations
+    from playground.model import build_model
+    block = build_model(cfg, dtype=torch.bfloat16).layers[1]
+    x = torch.randn(batch_size, cfg.seq_len, cfg.d_model, dtype=torch.bfloat16, requires_grad=True)
+    saved = SavedActivations(exclude=list(block.parameters()))
+    with saved:
+        block(x)
+    return saved.bytes
+
+
+# ----------------------------------------------------------------------------- the CLI
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+
+
+def _parse_number(text: str) -> float:
+    """'175e9', '175B', '1.4T', '4M' -> float; anything else -> PlanError."""
+    t = text.strip()
+    scale = _SUFFIX.get(t[-1:].lower(), 1.0) if t and t[-1:].isalpha() else 1.0
+    try:
+        value = float(t[:-1] if scale != 1.0 else t) * scale
+    except ValueError:
+        raise PlanError(f"not a number: {text!r}") from None
+    return value
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line on stderr, exit status 2, no usage dump
+        raise PlanError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m playground.capacity_plan",
+                description="Capacity plan of an LLM training run (numbers accept K/M/B/T suffixes).")
+    num = ["params", "active-params", "tokens", "compute", "layers", "hidden", "heads", "vocab",
+           "seq-len", "global-batch-tokens", "gpus", "mfu", "achieved-tflops", "price-per-gpu-hour",
+           "micro-batch-size", "max-days"]
+    for name in num:
+        p.add_argument(f"--{name}", type=str, default=None)
+    p.add_argument("--gpu", default="H100", help=f"one of {', '.join(hardware.gpu_names())}")
+    p.add_argument("--recompute", default="none", help="none | selective | full")
+    p.add_argument("--zero-stage", default="0", help="0 | 1 | 2 | 3")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def _kwargs(opts) -> dict:
+    kw = {}
+    for key, value in vars(opts).items():
+        if key in ("json", "gpu", "recompute", "zero_stage") or value is None:
+            continue
+        number = _parse_number(value)
+        if key in ("layers", "hidden", "heads", "vocab", "seq_len", "gpus", "micro_batch_size"):
+            if number != int(number):
+                raise PlanError(f"--{key.replace('_', '-')} must be a whole number, got {value!r}")
+            number = int(number)
+        kw[key] = number
+    if opts.zero_stage not in ("0", "1", "2", "3"):
+        raise PlanError(f"--zero-stage must be 0, 1, 2 or 3, got {opts.zero_stage!r}")
+    kw.update(gpu=opts.gpu, recompute=opts.recompute, zero_stage=int(opts.zero_stage))
+    return kw
+
+
+def _si(x, unit="") -> str:
+    if x is None:
+        return "n/a"
+    for p, s in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= p:
+            return f"{x / p:.3g} {s}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def report(p: dict) -> str:
+    """A readable report of a plan dict."""
+    m, par = p["memory"], p["parallelism"]
+    lines = [
+        f"model      {_si(p['params'])} params ({_si(p['active_params'])} active), {_si(p['tokens'])} tokens; "
+        f"predicted loss {p['predicted_loss']:.3f}",
+        f"optimal    same FLOPs, Chinchilla: {_si(p['compute_optimal']['params'])} params on "
+        f"{_si(p['compute_optimal']['tokens'])} tokens",
+        f"compute    {_si(p['flops_per_token'], 'FLOP')}/token, {p['total_flops']:.3g} FLOPs ({p['flops_method']}, "
+        f"recompute {p['recompute']}), {p['steps']:,} steps of {_si(p['global_batch_tokens'])} tokens",
+        f"speed      {p['tflops_per_gpu']:.0f} TFLOP/s per {p['gpu']}, MFU {p['mfu']:.2f} ({p['mfu_source']})",
+        f"time       {p['gpu_hours']:,.0f} GPU-hours"
+        + (f" = {p['days']:.1f} days on {p['gpus']:,} GPUs" if p["days"] is not None else "")
+        + (f", cost {p['cost']:,.0f}" if p["cost"] is not None else ""),
+        f"memory     {m['model_states'] / 1e9:.1f} GB states + {m['activations'] / 1e9:.1f} GB activations = "
+        f"{m['total'] / 1e9:.1f} GB of {m['capacity'] / 1e9:.0f} GB per GPU",
+        f"layout     TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"
+        + ("" if par["fits"] else "  (does NOT fit)"),
+    ]
+    lines += [f"WARNING    {w}" for w in p["warnings"]]
+    return "\n".join(lines)
+
+
+def _glue_negative_values(argv: list[str]) -> list[str]:
+    """``--params -7B`` -> ``--params=-7B``, so a negative number is reported as one, not as a flag."""
+    out = []
+    for arg in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and arg[:1] == "-" \
+                and arg[1:2].replace(".", "0").isdigit():
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+def main(argv=None) -> int:
+    try:
+        argv = _glue_negative_values(list(sys.argv[1:] if argv is None else argv))
+        opts = _parser().parse_args(argv)
+        result = plan(**_kwargs(opts))
+    except PlanError as e:
+        print(f"capacity_plan: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2) if opts.json else report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

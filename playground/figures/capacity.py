@@ -1,0 +1,178 @@
+"""Figures of the capacity-planning chapter, all drawn from the planner's JSON output, and its explorer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from playground import hardware
+from playground.capacity_plan import per_gpu_memory, plan
+from playground.figures import figure
+from playground.plotting import COLORS, new_figure
+from playground.published_runs import PUBLISHED_RUNS
+
+MFU = 0.40  # the fixed MFU of the sweeps below
+
+
+def plan_json(**kw) -> dict:
+    """``plan(...)`` as the CLI's ``--json`` prints it (a JSON round trip)."""
+    return json.loads(json.dumps(plan(**kw)))
+
+
+def published_table() -> list[dict]:
+    """One row per published run: the published number, the planner's, and their ratio."""
+    rows = []
+    for run in PUBLISHED_RUNS:
+        p = plan_json(**run.plan_kwargs)
+        rows.append({"run": run.name, "metric": run.compare, "published": run.published[run.compare],
+                     "planner": p[run.compare], "ratio": run.published[run.compare] / p[run.compare],
+                     "gpu": run.plan_kwargs.get("gpu", "-") if run.throughput_source != "n/a" else "-",
+                     "gpus": run.plan_kwargs.get("gpus"), "throughput": run.throughput_source,
+                     "mfu": p["mfu"] if run.throughput_source != "n/a" else None,
+                     "cite": run.cite, "outlier": run.outlier})
+    return rows
+
+
+@figure("capacity_gpu_hours.png")
+def gpu_hours_vs_model_size():
+    fig, ax = new_figure()
+    sizes = np.logspace(9, 12, 13)
+    styles = ["-", (0, (4, 3)), "-", (0, (4, 3)), "-"]  # dashed lines lie on a twin with the same peak
+    for color, style, g in zip(COLORS, styles, hardware.all_gpus()):
+        hours = [plan_json(params=n, tokens=20 * n, gpu=g.name, mfu=MFU)["gpu_hours"] for n in sizes]
+        ax.loglog(sizes, hours, marker="o", ms=3, ls=style, lw=2, color=color,
+                  label=f"{g.name} ({g.peak_bf16_flops / 1e12:.0f} TFLOP/s)")
+    ax.set_xlabel("parameters N (compute-optimal: D = 20 N tokens)")
+    ax.set_ylabel("GPU-hours at MFU 0.40")
+    ax.set_title("GPU-hours = 6 N (20 N) / (MFU x peak): slope 2 on log-log axes")
+    ax.legend(title="GPU (dense BF16 peak)")
+    return fig
+
+
+@figure("capacity_days.png")
+def days_vs_cluster_size():
+    fig, ax = new_figure()
+    gpus = 2 ** np.arange(6, 15)
+    for color, (label, n, d) in zip(COLORS, [("7B on 2T tokens", 7e9, 2e12),
+                                             ("70B on 1.4T tokens", 70e9, 1.4e12),
+                                             ("405B on 15.6T tokens", 405e9, 15.6e12)]):
+        days = [plan_json(params=n, tokens=d, gpu="H100", gpus=int(g), mfu=MFU)["days"] for g in gpus]
+        ax.loglog(gpus, days, "o-", ms=3, color=color, label=label)
+    ax.axhline(90, color="grey", ls="--", lw=1)
+    ax.text(gpus[0], 100, "90 days: a quarter", color="grey", fontsize=9)
+    ax.set_xlabel("H100 GPUs in the cluster")
+    ax.set_ylabel("days of training at MFU 0.40")
+    ax.set_title("days = 6 N D / (GPUs x MFU x peak): halve the time, double the GPUs")
+    ax.legend()
+    return fig
+
+
+@figure("capacity_memory.png")
+def memory_vs_zero_and_layout():
+    fig, ax = new_figure(width=7.0)
+    layouts = [(1, 1), (8, 1), (8, 4), (8, 16)]
+    stages, width = [0, 1, 2, 3], 0.2
+    arch = plan_json(params=70e9, tokens=1.4e12, gpu="H100", gpus=1024)["architecture"]
+    for i, (tp, pp) in enumerate(layouts):
+        totals = [per_gpu_memory(70e9, arch, tp, pp, 1024 // (tp * pp), stage, "selective", 1, 12)["total"] / 1e9
+                  for stage in stages]
+        ax.bar(np.array(stages) + (i - 1.5) * width, totals, width, color=COLORS[i],
+               label=f"TP={tp} x PP={pp} (DP={1024 // (tp * pp)})")
+    ax.axhline(hardware.gpu("H100").hbm_bytes / 1e9, color="black", lw=1.5)
+    ax.text(-0.45, hardware.gpu("H100").hbm_bytes / 1e9 * 1.15, "H100 HBM: 80 GB", fontsize=9)
+    ax.set_yscale("log")
+    ax.set_xticks(stages, [f"ZeRO-{s}" for s in stages])
+    ax.set_ylabel("GB per GPU (states + activations)")
+    ax.set_title("70B on 1024 H100s, selective recompute: 16 Psi / (TP PP) shrinks with ZeRO")
+    ax.legend(fontsize=8)
+    return fig
+
+
+@figure("capacity_published.png")
+def planner_vs_published():
+    fig, ax = new_figure(width=6.4, height=4.2)
+    rows = published_table()
+    markers = {"total_flops": ("s", "total FLOPs"), "gpu_hours": ("o", "GPU-hours"), "days": ("^", "days")}
+    ax.axvspan(1 / 1.5, 1.5, color="grey", alpha=0.2, label="within 1.5x")
+    ax.axvline(1, color="black", lw=0.8)
+    for i, row in enumerate(rows):
+        marker, _ = markers[row["metric"]]
+        ax.plot(row["ratio"], i, marker, ms=8, color=COLORS[3] if row["outlier"] else COLORS[0])
+    for marker, label in markers.values():
+        ax.plot([], [], marker, color=COLORS[0], label=label)
+    ax.set_xscale("log")
+    ax.set_xlim(0.4, 3)
+    ax.set_xticks([0.5, 2 / 3, 1, 1.5, 2, 3], ["0.5", "0.67", "1", "1.5", "2", "3"])
+    ax.set_xticks([], minor=True)
+    ax.set_yticks(range(len(rows)), [r["run"] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("published / planner (1 = exact; > 1: the run took more than planned)")
+    ax.set_title("Planner vs nine published runs (red: OPT-175B, restarts)")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def explorer_figure(params=70e9, tokens=1.4e12, gpus=1024, mfu=MFU, gpu="H100", zero_stage=1,
+                    recompute="selective"):
+    """The explorer's picture of one plan: per-GPU memory against HBM, and the headline numbers."""
+    p = plan_json(params=params, tokens=tokens, gpus=gpus, mfu=mfu, gpu=gpu, zero_stage=zero_stage,
+                  recompute=recompute)
+    m, par = p["memory"], p["parallelism"]
+    fig, ax = new_figure(width=6.4, height=3.0)
+    parts = m["model_state_parts"]
+    left = 0
+    for (label, value), color in zip([("parameters", parts["parameters"]), ("gradients", parts["gradients"]),
+                                      ("optimizer", parts["optimizer"]), ("activations", m["activations"])],
+                                     COLORS):
+        ax.barh(0, value / 1e9, left=left, color=color, label=label)
+        left += value / 1e9
+    ax.axvline(m["capacity"] / 1e9, color="black", lw=1.5)
+    ax.set_yticks([])
+    ax.set_xlabel(f"GB per {p['gpu']} (black line: HBM)")
+    layout = f"TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"
+    ax.set_title(f"{params / 1e9:.0f}B on {tokens / 1e12:.2g}T tokens, {gpus} GPUs at MFU {mfu:.2f}: "
+                 f"{p['days']:.1f} days, {p['gpu_hours'] / 1e6:.2f}M GPU-hours\n{layout}"
+                 + ("" if par["fits"] else "  -- nothing fits"), fontsize=10)
+    ax.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    return fig, p
+
+
+@figure("capacity_explorer.png")
+def explorer_default():
+    return explorer_figure()[0]
+
+
+def explorer():
+    """An ipywidgets explorer: model size, tokens, GPUs, MFU -> days, GPU-hours, memory, layout."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from playground.capacity_plan import report
+    style = {"description_width": "110px"}
+    controls = {
+        "params": w.FloatLogSlider(value=70e9, base=10, min=9, max=12.5, step=0.05,
+                                   description="parameters", style=style),
+        "tokens": w.FloatLogSlider(value=1.4e12, base=10, min=10, max=13.5, step=0.05,
+                                   description="tokens", style=style),
+        "gpus": w.SelectionSlider(options=[int(2 ** k) for k in range(3, 16)], value=1024,
+                                  description="GPUs", style=style),
+        "mfu": w.FloatSlider(value=MFU, min=0.05, max=1.0, step=0.05, description="MFU", style=style),
+        "gpu": w.Dropdown(options=hardware.gpu_names(), value="H100", description="GPU", style=style),
+        "zero_stage": w.Dropdown(options=[0, 1, 2, 3], value=1, description="ZeRO stage", style=style),
+        "recompute": w.Dropdown(options=["none", "selective", "full"], value="selective",
+                                description="recompute", style=style),
+    }
+    out = w.Output()
+
+    def update(**kw):
+        with out:
+            out.clear_output(wait=True)
+            fig, p = explorer_figure(**kw)
+            print(report(p))
+            display(fig)
+            plt.close(fig)
+
+    w.interactive_output(update, controls)
+    display(w.HBox([w.VBox(list(controls.values())), out]))

@@ -1,0 +1,128 @@
+"""The course's one hardware table: what a GPU can compute, hold and move, each number with its source.
+
+Every number is the vendor's datasheet figure, converted to SI base units (FLOP/s, bytes, bytes/s),
+never a measured or "achievable" figure: the gap between peak and achieved is what MFU measures.
+Conventions, chosen once so that every chapter reads the table the same way:
+
+* ``peak_bf16_flops`` is *dense* BF16 tensor-core throughput.  Hopper and Blackwell datasheets
+  print the 2:4-sparse figure; the dense one is half of it.
+* ``hbm_bytes`` is the datasheet's "GB" read as 10^9 bytes.  The parts really carry GiB-sized
+  stacks, so this errs on the safe side for a "does it fit" check.
+* ``nvlink_bidirectional_bytes_per_s`` is the datasheet's per-GPU NVLink figure, which counts both
+  directions; ``nvlink_bytes_per_s`` is one direction (what a ring collective's formula uses).
+* ``network_bytes_per_s`` is one direction of the GPU's own NIC in the vendor's reference node
+  (DGX/HGX: one InfiniBand/Ethernet port per GPU), i.e. the scale-out bandwidth per GPU.
+
+Add a GPU by adding one ``GPU(...)`` to ``_TABLE`` with its sources; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+__all__ = ["GPU", "gpu", "gpu_names", "all_gpus", "UnknownGPUError"]
+
+GB = 1e9
+TB = 1e12
+TFLOPS = 1e12
+GBIT = 1e9 / 8  # bytes per second in one Gb/s
+
+
+class UnknownGPUError(ValueError):
+    """A GPU name that is not in the table."""
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str                                  # canonical name, e.g. "H100"
+    peak_bf16_flops: float                     # dense BF16 tensor-core FLOP/s
+    hbm_bytes: float                           # HBM capacity, bytes
+    hbm_bytes_per_s: float                     # HBM bandwidth, bytes/s
+    nvlink_bidirectional_bytes_per_s: float    # NVLink per GPU, both directions, bytes/s
+    network_bytes_per_s: float                 # scale-out NIC per GPU, one direction, bytes/s
+    gpus_per_node: int                         # GPUs joined by NVLink/NVSwitch in one node
+    sources: dict = field(default_factory=dict, compare=False)  # field -> document
+    aliases: tuple = field(default=(), compare=False)
+
+    @property
+    def nvlink_bytes_per_s(self) -> float:
+        """One direction of the GPU's NVLink bandwidth."""
+        return self.nvlink_bidirectional_bytes_per_s / 2
+
+    def as_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "aliases"}
+        out["nvlink_bytes_per_s"] = self.nvlink_bytes_per_s
+        return out
+
+
+_A100_DATASHEET = ("NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4), "
+                   "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+                   "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
+_DGX_A100 = ("NVIDIA DGX A100 datasheet: 8x single-port ConnectX-6 200 Gb/s HDR InfiniBand for the "
+             "compute fabric, one per GPU, https://www.nvidia.com/content/dam/en-zz/Solutions/"
+             "Data-Center/nvidia-dgx-a100-datasheet.pdf")
+_H100_DATASHEET = ("NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column: BF16 1,979 TFLOPS with "
+                   "sparsity (dense is half), https://resources.nvidia.com/en-us-tensor-core/"
+                   "nvidia-tensor-core-gpu-datasheet")
+_H200_PAGE = ("NVIDIA H200 Tensor Core GPU product page / datasheet, H200 SXM column: BF16 1,979 "
+              "TFLOPS with sparsity (dense is half), https://www.nvidia.com/en-us/data-center/h200/")
+_DGX_HOPPER = ("NVIDIA DGX BasePOD reference architecture, DGX H100/H200: eight single-port "
+               "ConnectX-7 VPI, up to 400 Gb/s each, https://docs.nvidia.com/dgx-basepod/"
+               "reference-architecture-infrastructure-foundation-enterprise-ai/latest/core-components.html")
+_HGX_B200 = ("NVIDIA HGX platform datasheet, HGX B200 (8 GPUs): FP16/BF16 36 PFLOPS with sparsity, "
+             "NVLink 1.8 TB/s per GPU, https://www.nvidia.com/en-us/data-center/hgx/")
+_DGX_B200 = ("NVIDIA DGX B200 datasheet: 1,440 GB total HBM3e, 64 TB/s HBM bandwidth, eight "
+             "single-port ConnectX-7 up to 400 Gb/s, https://www.nvidia.com/en-us/data-center/dgx-b200/")
+
+_TABLE = (
+    GPU("A100-40GB", 312 * TFLOPS, 40 * GB, 1555 * GB, 600 * GB, 200 * GBIT, 8,
+        sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
+                 "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
+                 "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100},
+        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g")),
+    GPU("A100-80GB", 312 * TFLOPS, 80 * GB, 2039 * GB, 600 * GB, 200 * GBIT, 8,
+        sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
+                 "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
+                 "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100},
+        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g")),
+    GPU("H100", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 900 * GB, 400 * GBIT, 8,
+        sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
+                 "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H100_DATASHEET,
+                 "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER},
+        aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5")),
+    GPU("H200", 1979 / 2 * TFLOPS, 141 * GB, 4800 * GB, 900 * GB, 400 * GBIT, 8,
+        sources={"peak_bf16_flops": _H200_PAGE, "hbm_bytes": _H200_PAGE, "hbm_bytes_per_s": _H200_PAGE,
+                 "nvlink_bidirectional_bytes_per_s": _H200_PAGE,
+                 "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER},
+        aliases=("h200-sxm", "h200 sxm", "h200_sxm", "h200-141gb")),
+    GPU("B200", 36000 / 8 / 2 * TFLOPS, 1440 / 8 * GB, 64 / 8 * TB, 1800 * GB, 400 * GBIT, 8,
+        sources={"peak_bf16_flops": _HGX_B200, "hbm_bytes": _DGX_B200, "hbm_bytes_per_s": _DGX_B200,
+                 "nvlink_bidirectional_bytes_per_s": _HGX_B200,
+                 "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200},
+        aliases=("b200-sxm", "hgx-b200", "dgx-b200")),
+)
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+_BY_KEY = {_key(n): g for g in _TABLE for n in (g.name, *g.aliases)}
+
+
+def gpu_names() -> list[str]:
+    """Canonical names, in table order."""
+    return [g.name for g in _TABLE]
+
+
+def all_gpus() -> list[GPU]:
+    return list(_TABLE)
+
+
+def gpu(name) -> GPU:
+    """The table row for ``name`` (case, spaces and underscores ignored; a GPU passes through)."""
+    if isinstance(name, GPU):
+        return name
+    if not isinstance(name, str) or _key(name) not in _BY_KEY:
+        raise UnknownGPUError(f"unknown GPU {name!r}; known: {', '.join(gpu_names())}")
+    return _BY_KEY[_key(name)]

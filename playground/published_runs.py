@@ -1,0 +1,123 @@
+"""Published training runs, with their published numbers and what the planner must assume to replay them.
+
+Each ``PublishedRun`` keeps three kinds of fact apart:
+
+* ``published``: what the paper (or model card) states, with the exact meaning of each number
+  (total FLOPs, GPU-hours, days), and ``cite`` the BibTeX key it comes from;
+* the run's inputs to ``capacity_plan.plan`` (parameters, tokens, GPU type and count, and a
+  throughput) — ``plan_kwargs`` —,
+* ``throughput_source``: whether that throughput was *reported* by the authors, or *assumed*
+  because they did not report one (then the planner's default MFU of 0.40 is used and said so).
+
+``compare`` names the published number the planner is held to (within 1.5x, see the tests).
+A run trained on hardware outside the table (V100, TPU v4) is compared on FLOPs only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["PublishedRun", "PUBLISHED_RUNS", "published_run", "MAX_REPORTED_MFU"]
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    name: str
+    cite: str                  # BibTeX key in references.bib
+    published: dict            # metric -> published value ("total_flops", "gpu_hours", "days")
+    compare: str               # which published metric the planner is checked against
+    plan_kwargs: dict          # arguments of capacity_plan.plan that replay the run
+    throughput_source: str     # "reported", "assumed", or "n/a" (FLOPs-only comparison)
+    note: str                  # where each number sits in the source, and caveats
+    outlier: str = ""          # non-empty: why the planner is known to miss this run by > 1.5x
+    extra: dict = field(default_factory=dict)
+
+
+PUBLISHED_RUNS = (
+    PublishedRun(
+        "GPT-3 175B", "brown2020gpt3", {"total_flops": 3.14e23}, "total_flops",
+        dict(params=175.0e9, tokens=300e9), "n/a",
+        "Brown et al. Table D.1: 3.14e23 training FLOPs (3.64e3 PF-days), 300B tokens (Table 2.2); "
+        "trained on V100s, outside the hardware table, so only FLOPs are compared."),
+    PublishedRun(
+        "Chinchilla 70B", "hoffmann2022chinchilla", {"total_flops": 5.76e23}, "total_flops",
+        dict(params=70e9, tokens=1.4e12), "n/a",
+        "Hoffmann et al.: Chinchilla (70B, 1.4T tokens) uses Gopher's budget of 5.76e23 FLOPs; "
+        "TPUv3/v4, so only FLOPs are compared."),
+    PublishedRun(
+        "PaLM 540B", "chowdhery2022palm", {"total_flops": 2.56e24}, "total_flops",
+        dict(params=540.35e9, tokens=780e9), "n/a",
+        "Chowdhery et al.: 2.56e24 training FLOPs, 780B tokens, 6144+3072 TPU v4 chips, 46.2% MFU "
+        "(Appendix B); TPU v4 is outside the hardware table, so only FLOPs are compared."),
+    PublishedRun(
+        "Megatron-LM 1T", "narayanan2021megatron", {"days": 84.0}, "days",
+        dict(params=1008e9, tokens=450e9, gpu="A100-80GB", gpus=3072, achieved_tflops=163,
+             recompute="full", layers=128, hidden=25600, heads=160, vocab=51200, seq_len=2048,
+             global_batch_tokens=3072 * 2048),
+        "reported",
+        "Narayanan et al. Table 1: 1008B parameters, 3072 A100s, batch 3072, 163 TFLOP/s per GPU "
+        "(counted with full recomputation, Eq. 3); Sec. 5.1 estimates 84 days for 450B tokens. "
+        "That published figure is itself a prediction from 8TP/(nX), not a finished run."),
+    PublishedRun(
+        "OPT-175B", "zhang2022opt", {"gpu_hours": 809_472}, "gpu_hours",
+        dict(params=175e9, tokens=180e9, gpu="A100-80GB", gpus=992, achieved_tflops=147,
+             zero_stage=3, layers=96, hidden=12288, heads=96, vocab=50272, seq_len=2048,
+             global_batch_tokens=2 ** 21),
+        "reported",
+        "Zhang et al.: 992 A100-80GB, up to 147 TFLOP/s per GPU, a 180B-token corpus, 2M-token "
+        "batches, fully sharded data parallel (ZeRO-3) with Megatron TP; 96 layers, h=12288. GPU-hours from Touvron et al. (2023) Table 15: 809,472 (992 GPUs x 34 days, "
+        "from the OPT logbook).",
+        outlier="147 TFLOP/s is the best reported throughput, not the average: the OPT logbook "
+                "records dozens of restarts, hardware replacements and rollbacks after loss "
+                "spikes, so the run took about 2.3x the steady-state GPU-hours.",
+        extra={"gpu_hours_cite": "touvron2023llama"}),
+    PublishedRun(
+        "BLOOM 176B", "workshop2022bloom", {"gpu_hours": 1_082_990}, "gpu_hours",
+        dict(params=176.247e9, tokens=366e9, gpu="A100-80GB", gpus=384, achieved_tflops=156,
+             recompute="full", zero_stage=1, layers=70, hidden=14336, heads=112, vocab=250680,
+             seq_len=2048, global_batch_tokens=2048 * 2048),
+        "reported",
+        "BigScience Workshop (2022): 384 A100-80GB for about 3.5 months, 1,082,990 compute hours, "
+        "366B tokens, 156 TFLOP/s per GPU as counted by Megatron-DeepSpeed with activation "
+        "checkpointing (so replayed with full recomputation), ZeRO stage 1; 70 layers, "
+        "h=14336, 112 heads, vocabulary 250,680."),
+    PublishedRun(
+        "LLaMA 65B", "touvron2023llama", {"gpu_hours": 1_022_362}, "gpu_hours",
+        dict(params=65.2e9, tokens=1.4e12, gpu="A100-80GB", gpus=2048,
+             achieved_tflops=6 * 65.2e9 * 380 / 1e12, global_batch_tokens=4e6),
+        "reported",
+        "Touvron et al. (2023): 380 tokens/s/GPU on 2048 A100-80GB (about 21 days for 1.4T "
+        "tokens), i.e. 6 N x 380 = 149 TFLOP/s; Table 15: 1,022,362 GPU-hours."),
+    PublishedRun(
+        "Llama 3 405B", "dubey2024llama3", {"gpu_hours": 30.84e6, "total_flops": 3.8e25}, "gpu_hours",
+        dict(params=405e9, tokens=15.6e12, gpu="H100", gpus=16384, mfu=0.40,
+             global_batch_tokens=16e6),
+        "reported",
+        "Dubey et al.: 405B parameters, 15.6T tokens, 3.8e25 FLOPs, 16K H100s, BF16 MFU 38-43% "
+        "(Table 4; we use 0.40); GPU-hours from the Llama 3.1 model card: 30.84M H100-hours "
+        "for the 405B model.",
+        extra={"gpu_hours_cite": "meta2024llama31card"}),
+    PublishedRun(
+        "DeepSeek-V3 (MoE)", "deepseek2024v3", {"gpu_hours": 2.664e6}, "gpu_hours",
+        dict(params=671e9, active_params=37e9, tokens=14.8e12, gpu="H100", gpus=2048, zero_stage=1,
+             layers=61, hidden=7168, heads=128, seq_len=4096, recompute="selective"),
+        "assumed",
+        "DeepSeek-AI (2024) Table 1: pre-training 2,664K H800 GPU-hours (2,788K with context "
+        "extension and post-training), 14.8T tokens, 671B total / 37B activated parameters, 2048 "
+        "H800s. The H800 is the export variant of the H100 SXM with the same compute and a "
+        "slower NVLink, so it is planned as an H100 (ZeRO-1 data parallelism, 61 layers, h=7168, 128 heads, 4K "
+        "sequences, recomputation of norms and up-projections, i.e. selective, as in the paper; "
+        "expert parallelism is not modelled, so memory is a rough bound). No MFU is reported (and "
+        "GEMMs ran in FP8): the planner's default 0.40 of BF16 peak is assumed."),
+)
+
+# The highest model-FLOPs utilization among the reported throughputs above (PaLM's 46.2% and
+# Megatron's 163/312 = 52% hardware utilization bracket it): a plan above it is a fantasy.
+MAX_REPORTED_MFU = 0.55
+
+
+def published_run(name: str) -> PublishedRun:
+    for run in PUBLISHED_RUNS:
+        if run.name.lower() == name.lower():
+            return run
+    raise ValueError(f"unknown published run {name!r}; known: {', '.join(r.name for r in PUBLISHED_RUNS)}")

@@ -1,0 +1,56 @@
+"""Compute-optimal sizing and the fitted loss of Hoffmann et al. (2022), "Chinchilla" (arXiv:2203.15556).
+
+Hoffmann et al. estimate the compute-optimal split of a FLOP budget C = 6 N D between parameters N
+and training tokens D three ways.  Their Approaches 1 and 2 agree that N_opt and D_opt both grow
+as C^0.50 (their Table 2); the tabulated Approach 1 allocations (their Table 3: 67B parameters and
+1.5T tokens at 5.76e23 FLOPs, 1T and 21.2T at 1.27e26) sit at about 20 tokens per parameter, and
+Chinchilla itself (70B parameters, 1.4T tokens) was sized that way.  ``chinchilla_optimal``
+therefore defaults to **Approach 1**: D = 20 N and C = 6 N D, i.e. N = sqrt(C / 120).
+
+Approach 3 fits a parametric loss L(N, D) = E + A / N^alpha + B / D^beta (their Eq. 10, fitted
+E = 1.69, A = 406.4, B = 410.7, alpha = 0.34, beta = 0.28); minimising it under C = 6 N D gives a
+closed form (their Eq. 4) that puts fewer parameters and more tokens per FLOP.  It is available as
+``approach=3`` so the two can be compared; the loss itself is ``chinchilla_loss``.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["chinchilla_optimal", "chinchilla_loss", "LOSS_FIT", "TOKENS_PER_PARAM"]
+
+TOKENS_PER_PARAM = 20.0  # Approach 1 (Table 3 of Hoffmann et al.): D_opt ~ 20 N_opt
+LOSS_FIT = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}  # Approach 3, Eq. 10
+
+
+def _positive(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def chinchilla_optimal(compute: float, approach: int = 1) -> tuple[float, float]:
+    """(params, tokens) that spend ``compute`` FLOPs (= 6 N D) compute-optimally.
+
+    ``approach=1``: D = 20 N (Hoffmann et al. Approach 1, N and D both ~ C^0.50).
+    ``approach=3``: minimise the fitted ``chinchilla_loss`` under 6 N D = C (their Eq. 4).
+    """
+    c = _positive("compute", compute)
+    if approach == 1:
+        params = math.sqrt(c / (6 * TOKENS_PER_PARAM))
+    elif approach == 3:
+        f = LOSS_FIT
+        a = f["beta"] / (f["alpha"] + f["beta"])
+        g = (f["alpha"] * f["A"] / (f["beta"] * f["B"])) ** (1 / (f["alpha"] + f["beta"]))
+        params = g * (c / 6) ** a
+    else:
+        raise ValueError(f"approach must be 1 or 3, got {approach!r}")
+    return params, c / (6 * params)
+
+
+def chinchilla_loss(params: float, tokens: float) -> float:
+    """Hoffmann et al.'s fitted loss L(N, D) = E + A/N^alpha + B/D^beta (nats per token, MassiveText)."""
+    n, d = _positive("params", params), _positive("tokens", tokens)
+    f = LOSS_FIT
+    return f["E"] + f["A"] / n ** f["alpha"] + f["B"] / d ** f["beta"]

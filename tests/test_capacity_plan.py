@@ -1,0 +1,214 @@
+"""The capacity planner: its formulas against PyTorch's own counts, its plans against published runs,
+and its CLI against bad input."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from playground import capacity_plan as cp
+from playground import hardware
+from playground.memory import model_state_bytes as measured_state_bytes
+from playground.model import ModelConfig, build_model
+from playground.published_runs import PUBLISHED_RUNS
+from playground.scaling_laws import LOSS_FIT, chinchilla_loss, chinchilla_optimal
+
+NUMERIC = ("peak_bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_bidirectional_bytes_per_s",
+           "network_bytes_per_s", "gpus_per_node")
+
+
+# ----------------------------------------------------------------------------- hardware table
+def test_every_hardware_number_has_a_source():
+    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H200", "B200"]
+    for g in hardware.all_gpus():
+        for name in NUMERIC:
+            assert getattr(g, name) > 0
+            assert "http" in g.sources[name], (g.name, name)
+
+
+def test_gpu_lookup_is_forgiving_about_spelling_and_strict_about_names():
+    assert hardware.gpu("h100 sxm") is hardware.gpu("H100")
+    assert hardware.gpu("a100_40gb").hbm_bytes == 40e9
+    assert hardware.gpu("H100").nvlink_bytes_per_s == 450e9  # one direction of 900 GB/s
+    with pytest.raises(hardware.UnknownGPUError, match="unknown GPU 'V100'"):
+        hardware.gpu("V100")
+
+
+# ----------------------------------------------------------------------------- scaling laws
+def test_chinchilla_optimal_spends_the_budget_and_reproduces_chinchilla():
+    for approach in (1, 3):
+        n, d = chinchilla_optimal(5.76e23, approach)
+        assert math.isclose(6 * n * d, 5.76e23, rel_tol=1e-12)
+    n, d = chinchilla_optimal(5.76e23)  # Chinchilla: 70B parameters, 1.4T tokens
+    assert 0.95 < n / 70e9 < 1.05 and 0.95 < d / 1.4e12 < 1.05
+    assert chinchilla_optimal(5.76e23, 3)[0] < n  # Approach 3 prefers smaller models
+    with pytest.raises(ValueError, match="compute"):
+        chinchilla_optimal(-1)
+
+
+def test_chinchilla_loss_is_the_fitted_formula_and_falls_with_scale():
+    f = LOSS_FIT
+    assert chinchilla_loss(1e9, 1e10) == pytest.approx(f["E"] + f["A"] / 1e9 ** 0.34 + f["B"] / 1e10 ** 0.28)
+    assert chinchilla_loss(70e9, 1.4e12) < chinchilla_loss(280e9, 300e9)  # Chinchilla beats Gopher
+
+
+# ----------------------------------------------------------------------------- formulas vs PyTorch
+CFGS = [(ModelConfig(), 4), (ModelConfig(vocab=256, d_model=128, n_heads=8, n_layers=3, seq_len=64), 2)]
+
+
+@pytest.mark.parametrize("cfg,batch", CFGS)
+def test_megatron_flops_equal_pytorch_flop_counter(cfg, batch):
+    for recompute in ("none", "full"):
+        measured = cp.measure_training_flops(cfg, batch, recompute)
+        predicted = cp.megatron_flops_per_iteration(batch, cfg.seq_len, cfg.n_layers, cfg.d_model,
+                                                    cfg.vocab, recompute)
+        assert measured == predicted
+
+
+@pytest.mark.parametrize("cfg,batch", CFGS)
+def test_activation_bytes_per_layer_match_saved_tensors(cfg, batch):
+    measured = cp.measure_layer_activation_bytes(cfg, batch)
+    predicted = cp.activation_bytes_per_layer(cfg.seq_len, batch, cfg.d_model, cfg.n_heads,
+                                              dropout=False, flash_attention=True)
+    assert 1.0 <= measured / predicted < 1.01  # the rest: LayerNorm statistics, 8 b s bytes
+
+
+def test_zero_formulas_and_a_real_adam_step():
+    psi = 1000
+    assert cp.model_state_bytes(psi)["total"] == 16 * psi
+    assert cp.model_state_bytes(psi, 4, 1)["total"] == 4 * psi + 12 * psi / 4
+    assert cp.model_state_bytes(psi, 4, 2)["total"] == 2 * psi + 14 * psi / 4
+    assert cp.model_state_bytes(psi, 4, 3)["total"] == 16 * psi / 4
+    # fp32 Adam: 4-byte parameters and gradients, 8 bytes of moments, counted by playground.memory
+    model = build_model(ModelConfig())
+    opt = torch.optim.Adam(model.parameters())
+    model(torch.zeros(1, 16, dtype=torch.long)).sum().backward()
+    opt.step()
+    real = measured_state_bytes(model.parameters(), opt)
+    formula = cp.model_state_bytes(ModelConfig().param_count(), param_bytes=4, grad_bytes=4,
+                                   optimizer_bytes_per_param=8)
+    assert real["parameters"] == formula["parameters"]
+    assert real["gradients"] == formula["gradients"]
+    assert real["optimizer"] == formula["optimizer"]
+    with pytest.raises(cp.PlanError, match="zero_stage"):
+        cp.model_state_bytes(psi, 1, 4)
+
+
+# ----------------------------------------------------------------------------- plans
+def test_flops_time_and_cost_follow_the_formulas():
+    p = cp.plan(params=10e9, tokens=200e9, gpu="A100-80GB", gpus=64, mfu=0.5, price_per_gpu_hour=2)
+    assert p["total_flops"] == 6 * 10e9 * 200e9 and p["flops_method"] == "6ND"
+    assert p["gpu_hours"] == pytest.approx(6 * 10e9 * 200e9 / (0.5 * 312e12) / 3600)
+    assert p["days"] == pytest.approx(p["gpu_hours"] / 64 / 24)
+    assert p["cost"] == pytest.approx(2 * p["gpu_hours"])
+    full = cp.plan(params=10e9, tokens=200e9, gpu="A100-80GB", gpus=64, mfu=0.5, recompute="full")
+    assert full["total_flops"] == 8 * 10e9 * 200e9 and full["gpu_hours"] == p["gpu_hours"]
+    assert full["hfu"] == pytest.approx(0.5 * 8 / 6)  # recomputation is work, not progress
+    moe = cp.plan(params=100e9, active_params=10e9, tokens=200e9, gpus=64)
+    assert moe["total_flops"] == 6 * 10e9 * 200e9
+
+
+def test_compute_budget_gives_the_chinchilla_model():
+    p = cp.plan(compute=5.76e23, gpus=1024)
+    assert (p["params"], p["tokens"]) == pytest.approx(chinchilla_optimal(5.76e23))
+    assert p["total_flops"] == pytest.approx(5.76e23)
+
+
+def test_forced_parallelism_fits_and_says_when_nothing_does():
+    p = cp.plan(params=70e9, tokens=1.4e12, gpu="H100", gpus=1024)
+    par, mem = p["parallelism"], p["memory"]
+    assert par["fits"] and mem["total"] <= mem["capacity"] and par["tp"] <= 8
+    assert par["tp"] * par["pp"] * par["dp"] == 1024
+    smaller = [(t, q) for t in (1, 2, 4, 8) for q in range(1, 73) if t * q < par["tp"] * par["pp"]]
+    arch = p["architecture"]
+    for t, q in smaller:  # nothing smaller would have fit
+        if arch["heads"] % t == 0 and 1024 % (t * q) == 0:
+            m = cp.per_gpu_memory(70e9, arch, t, q, 1024 // (t * q), 0, "none", 1, 12)
+            assert m["total"] > mem["capacity"]
+    huge = cp.plan(params=10e12, tokens=1e12, gpu="A100-40GB", gpus=8)
+    assert not huge["parallelism"]["fits"]
+    assert any("nothing fits" in w for w in huge["warnings"])
+    assert cp.plan(params=70e9, tokens=1.4e12, gpus=1024, zero_stage=3)["memory"]["model_states"] \
+        < mem["model_states"]
+
+
+def test_fantasy_plans_are_flagged():
+    warn = lambda **kw: " | ".join(cp.plan(**kw)["warnings"])  # noqa: E731
+    assert "above what any published" in warn(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
+    assert "tokens per parameter" in warn(params=70e9, tokens=100e9, gpus=64)
+    assert "calendar" in warn(params=70e9, tokens=1.4e12, gpus=8)
+    assert "smaller than DP" in warn(params=1e9, tokens=20e9, gpus=4096, global_batch_tokens=2 ** 20)
+    assert warn(params=70e9, tokens=1.4e12, gpus=2048, mfu=0.4) == ""
+
+
+@pytest.mark.parametrize("run", PUBLISHED_RUNS, ids=lambda r: r.name)
+def test_planner_lands_within_1_5x_of_every_published_run(run):
+    p = cp.plan(**run.plan_kwargs)
+    ratio = run.published[run.compare] / p[run.compare]
+    if run.outlier:  # documented miss: the table shows it, the test keeps it honest
+        assert ratio > 1.5, f"{run.name} is no longer an outlier ({ratio:.2f}); update its note"
+    else:
+        assert 1 / 1.5 <= ratio <= 1.5, f"{run.name}: published/planner = {ratio:.2f}"
+    assert "total_flops" not in run.published or \
+        1 / 1.5 <= run.published["total_flops"] / p["total_flops"] <= 1.5
+
+
+# ----------------------------------------------------------------------------- the CLI
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "playground.capacity_plan", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_json_has_every_key_the_issue_names():
+    out = _cli("--params", "70B", "--tokens", "1.4T", "--gpu", "H100", "--gpus", "1024", "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    for key in ("params", "active_params", "tokens", "flops_per_token", "total_flops", "steps",
+                "gpu_hours", "days", "cost", "memory", "parallelism", "warnings"):
+        assert key in p
+    for key in ("model_states", "activations", "total", "capacity"):
+        assert key in p["memory"]
+    for key in ("dp", "tp", "pp", "zero_stage"):
+        assert key in p["parallelism"]
+    assert p == json.loads(json.dumps(cp.plan(params=70e9, tokens=1.4e12, gpu="H100", gpus=1024)))
+    text = _cli("--params", "70B", "--tokens", "1.4T", "--gpus", "1024")
+    assert text.returncode == 0 and "GPU-hours" in text.stdout
+
+
+BAD = [
+    (["--params", "-7B", "--tokens", "1T"], "--params must be positive"),
+    (["--params", "0", "--tokens", "1T"], "--params must be positive"),
+    (["--params", "seven", "--tokens", "1T"], "not a number"),
+    (["--params", "7B", "--tokens", "nan"], "--tokens must be a finite number"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "V100"], "unknown GPU"),
+    (["--params", "7B", "--tokens", "1T", "--mfu", "1.5"], "--mfu must be in (0, 1]"),
+    (["--params", "7B", "--tokens", "1T", "--mfu", "0"], "--mfu must be positive"),
+    (["--params", "7B", "--tokens", "1T", "--mfu", "0.4", "--achieved-tflops", "100"], "not both"),
+    (["--params", "7B", "--compute", "1e23"], "not both"),
+    (["--params", "7B"], "give --params and --tokens"),
+    (["--params", "7B", "--tokens", "1T", "--active-params", "8B"], "cannot exceed"),
+    (["--params", "7B", "--tokens", "1T", "--gpus", "2.5"], "whole number"),
+    (["--params", "7B", "--tokens", "1T", "--zero-stage", "4"], "--zero-stage"),
+    (["--params", "7B", "--tokens", "1T", "--recompute", "some"], "--recompute"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32"], "all of --layers"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "30"],
+     "not divisible"),
+    (["--params", "7B", "--tokens", "1T", "--achieved-tflops", "2000", "--gpu", "A100"], "exceeds"),
+    (["--params", "7B", "--tokens", "1T", "--frobnicate"], "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    assert cp.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_bad_input_from_a_real_process_is_one_line_and_exit_2():
+    out = _cli("--params", "7B", "--tokens", "1T", "--gpu", "TPUv4")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("capacity_plan: error: unknown GPU")
