@@ -12,8 +12,9 @@ inside the block:
   the honest number to set beside a formula.
 
 It works by wrapping the functions of ``torch.distributed`` for the duration of the block and
-restoring them afterwards, so it also sees calls that torch's own wrappers make through
-``torch.distributed`` (for example FSDP2's all-gathers).
+restoring them afterwards.  Libraries that bypass those functions (FSDP2 and DTensor call the
+functional collectives in ``torch.ops._c10d_functional``) are not seen: count their traffic from
+the formula, or from their tensors' sizes.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ COLLECTIVE_INPUT = {
     "reduce": (0, "tensor"),
     "all_gather": (1, "tensor"),
     "all_gather_into_tensor": (1, "input_tensor"),
+    "all_gather_single": (1, "input_tensor"),
     "reduce_scatter": (1, "input_list"),
     "reduce_scatter_tensor": (1, "input"),
+    "reduce_scatter_single": (1, "input"),
     "all_to_all": (1, "input_tensor_list"),
     "all_to_all_single": (1, "input"),
     "gather": (0, "tensor"),
@@ -170,6 +173,8 @@ def _install() -> None:
     setattr(dist, "batch_isend_irecv", _wrap_batch(_originals["batch_isend_irecv"]))
     setattr(c10d, "batch_isend_irecv", dist.batch_isend_irecv)
     for name, (position, keyword) in COLLECTIVE_INPUT.items():
+        if not hasattr(dist, name):  # names differ between torch releases
+            continue
         _originals[name] = getattr(dist, name)
         wrapped = _wrap_collective(name, _originals[name], position, keyword)
         setattr(dist, name, wrapped)
