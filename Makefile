@@ -34,7 +34,7 @@ book: $(STAMP)
 test: test-python test-notebooks test-build test-browser
 
 test-python: $(STAMP)
-	$(PY) -m pytest -q tests --ignore=tests/browser
+	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/browser
 
 test-notebooks: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider $(NBVAL) chapters
