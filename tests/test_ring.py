@@ -99,6 +99,10 @@ def subgroups(rank, world_size):
 
 
 def bad_input(rank, world_size):
+    # a leaf that requires grad is reduced like dist.all_reduce reduces it (no autograd error)
+    leaf = torch.ones(5, requires_grad=True)
+    ring_all_reduce(leaf)
+    assert leaf.tolist() == [float(world_size)] * 5 and leaf.grad_fn is None
     errors = []
     for bad in (torch.zeros(4, 4).t(), [1.0, 2.0]):
         try:

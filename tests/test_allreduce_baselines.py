@@ -1,0 +1,151 @@
+"""Parameter server, sharded parameter server and tree all-reduce: the dist.all_reduce contract,
+exact bytes per rank, and the alpha-beta cost model's formulas."""
+
+import math
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from playground import comm, cost_model
+from playground.allreduce_baselines import (parameter_server_all_reduce, sent_bytes,
+                                            sharded_parameter_server_all_reduce, tree_all_reduce,
+                                            tree_children)
+from playground.launch import run
+
+DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.int64)
+SIZES = (0, 3, 1003)
+
+
+def _variants(n):
+    """(algorithm name for sent_bytes, options, function) for every configuration we check."""
+    out = [("parameter_server", {"server": s}, lambda t, s=s: parameter_server_all_reduce(t, s))
+           for s in sorted({0, n - 1})]
+    out += [("sharded_ps", {"servers": k},
+             lambda t, k=k: sharded_parameter_server_all_reduce(t, servers=k))
+            for k in sorted({1, max(1, n - 1), n})]
+    out += [("tree", {"root": r}, lambda t, r=r: tree_all_reduce(t, root=r)) for r in sorted({0, n - 1})]
+    return out
+
+
+def suite(rank, world_size):
+    report = []
+    for name, options, fn in _variants(world_size):
+        for dtype in DTYPES:
+            for numel in SIZES:
+                g = torch.Generator().manual_seed(rank * 101 + numel)
+                x = (torch.randint(-1000, 1000, (numel,), generator=g) if dtype == torch.int64
+                     else torch.randn(numel, generator=g, dtype=torch.float64).to(dtype))
+                expected = x.clone()
+                dist.all_reduce(expected)
+                with comm.count() as moved:
+                    assert fn(x) is not None
+                what = f"{name} {options} {dtype} numel={numel}"
+                if dtype == torch.int64:
+                    assert torch.equal(x, expected), what
+                elif dtype == torch.bfloat16:  # sums in another order: a few bf16 roundings apart
+                    tol = 2 * world_size * 2.0 ** -8
+                    torch.testing.assert_close(x, expected, rtol=tol, atol=tol * world_size, msg=what)
+                else:
+                    torch.testing.assert_close(x, expected, msg=what)
+                report.append((name, options, x.element_size(), numel, moved.sent_bytes))
+    errors = []
+    for bad in (lambda: parameter_server_all_reduce(torch.zeros(3), server=world_size),
+                lambda: sharded_parameter_server_all_reduce(torch.zeros(3), servers=0),
+                lambda: tree_all_reduce(torch.zeros(3), root=-1)):
+        try:
+            bad()
+        except ValueError as exc:
+            errors.append(str(exc))
+    return report, errors
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_baselines_equal_builtin_and_send_the_predicted_bytes(world_size):
+    for rank, (report, errors) in enumerate(run(suite, world_size)):
+        for name, options, size, numel, sent in report:
+            assert sent == sent_bytes(name, numel, world_size, size, rank, **options), \
+                (name, options, numel, rank)
+        assert len(errors) == 3 and "server" in errors[0] and "servers" in errors[1] \
+            and "root" in errors[2]
+
+
+def test_parameter_server_bytes_grow_with_n_ring_bytes_do_not():
+    S = 4 * 4800
+    for n in (2, 4, 8, 16):
+        assert sent_bytes("parameter_server", 4800, n, 4, 0) == (n - 1) * S
+        assert sent_bytes("ring", 4800, n, 4, 0) == 2 * (n - 1) * S // n < 2 * S
+        assert sent_bytes("sharded_ps", 4800, n, 4, 0, servers=n) == 2 * (n - 1) * S // n
+
+
+def test_tree_is_a_spanning_tree_of_depth_log2_n():
+    for n in range(1, 20):
+        parents = {}
+        for v in range(n):
+            for c in tree_children(v, n):
+                assert c not in parents
+                parents[c] = v
+        assert sorted(parents) == list(range(1, n))  # every non-root has exactly one parent
+        assert len(tree_children(0, n)) == (math.ceil(math.log2(n)) if n > 1 else 0)
+
+
+def test_cost_model_fit_recovers_alpha_beta_and_predicts_the_formulas():
+    alpha, beta = 30e-6, 1e-9
+    data = {m: alpha + m * beta for m in (4, 64, 1024, 2 ** 16, 2 ** 20, 2 ** 24)}
+    model = cost_model.fit(data, gamma_s_per_byte=1e-10)
+    assert model.alpha_s == pytest.approx(alpha, rel=1e-6)
+    assert model.beta_s_per_byte == pytest.approx(beta, rel=1e-6)
+    S, n = 2 ** 24, 4
+    assert cost_model.predict(model, "ring", n, S) == pytest.approx(
+        2 * (n - 1) * alpha + 2 * (n - 1) / n * S * beta + (n - 1) / n * S * 1e-10)
+    assert cost_model.predict(model, "parameter_server", n, S) == pytest.approx(
+        2 * (n - 1) * (alpha + S * beta) + (n - 1) * S * 1e-10)
+    assert cost_model.predict(model, "sharded_ps", n, S, servers=n) == pytest.approx(
+        cost_model.predict(model, "ring", n, S))
+    assert cost_model.predict(model, "tree", 5, S) == pytest.approx(
+        6 * (alpha + S * beta) + 3 * S * 1e-10)
+    assert cost_model.predict(model, "ring", 1, S) == 0.0
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        cost_model.predict(model, "butterfly", n, S)
+    with pytest.raises(ValueError, match="world size"):
+        cost_model.predict(model, "ring", 0, S)
+    with pytest.raises(ValueError, match="at least two"):
+        cost_model.fit({4: 1e-5})
+
+
+def test_timing_harness_reports_medians_spread_and_busbw():
+    from playground.allreduce_lab import busbw_gb_s, time_all_reduces
+    out = run(time_all_reduces, 2, [4096, 65536], ("ring", "tree", "builtin"), 3, 1, True)
+    assert out[1] == {}  # rank 0 reports for everyone
+    result = out[0]
+    assert result["world_size"] == 2 and result["repeats"] == 3 and result["backend"] == "gloo"
+    for size, algs in result["times"].items():
+        assert set(algs) == {"ring", "tree", "builtin"}
+        for r in algs.values():
+            assert r["p25_s"] <= r["median_s"] <= r["p75_s"]
+            assert r["busbw_gb_s"] == pytest.approx(busbw_gb_s(size, r["median_s"], 2))
+            assert r["busbw_gb_s"] == pytest.approx(size / r["median_s"] / 1e9)  # 2(n-1)/n = 1
+    assert set(result["ping_pong"]) == {2 ** k for k in range(2, 25, 2)}
+    assert result["alpha_beta"].alpha_s > 0 and result["alpha_beta"].beta_s_per_byte > 0
+
+
+def test_unknown_algorithm_and_bad_benchmark_options_are_named():
+    from types import SimpleNamespace
+
+    from playground.allreduce_lab import time_all_reduces
+    from playground.bench import allreduce as bench
+    with pytest.raises(ValueError, match="unknown all-reduce"):
+        time_all_reduces(0, 1, [4], ("butterfly",))
+    args = SimpleNamespace(sizes_mb=[64], world_sizes=[1], repeats=3, warmup=1)
+    with pytest.raises(ValueError, match="world-sizes"):
+        bench.run(args)
+
+
+def test_cost_explorer_builds_its_widget():
+    widgets = pytest.importorskip("ipywidgets")
+    from playground.allreduce_lab import cost_explorer
+    box = cost_explorer(cost_model.AlphaBeta(40e-6, 1e-9, 1e-10))
+    assert isinstance(box, widgets.VBox)
+    sliders = [w for row in box.children[:2] for w in row.children]
+    assert [s.description for s in sliders] == ["ranks N", "S (bytes)", "α (µs)", "1/β (GB/s)"]
+    sliders[0].value = 64  # moving a slider redraws without error

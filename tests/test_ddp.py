@@ -1,0 +1,76 @@
+"""DDP from scratch: both designs end every step with the parameters of single-process full-batch
+training and of torch's DistributedDataParallel; buckets follow backward; the timeline is real."""
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from playground.ddp import BucketedDDP, plan_buckets
+from playground.ddp_check import DESIGNS, time_steps, train_and_compare
+from playground.launch import run
+from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
+
+CFG = ModelConfig()
+
+
+def unused_parameter(rank, world_size):
+    """A parameter that gets no gradient leaves its bucket unfilled: one clear error."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 4))
+    ddp = BucketedDDP(model, bucket_bytes=1)
+    ddp.start_step()
+    model[0](torch.ones(2, 4)).sum().backward()  # model[1] is never used
+    try:
+        ddp.finish()
+    except RuntimeError as exc:
+        return str(exc)
+    return "no error"
+
+
+def test_three_designs_equal_single_process_training_on_3_ranks():
+    values = run(train_and_compare, 3, CFG, 3, 6, 8 * 1024)
+    for rank_result in values:
+        assert set(rank_result) == set(DESIGNS)
+        losses = rank_result["per_gradient"]["losses"]
+        for design in DESIGNS:  # same slices, same weights: the same losses on every design
+            assert rank_result[design]["losses"] == pytest.approx(losses, rel=1e-5)
+        buckets = rank_result["bucketed"]["buckets"]
+        assert buckets > 1
+        assert rank_result["bucketed"]["all_reduces_per_step"] == buckets
+        assert rank_result["per_gradient"]["all_reduces_per_step"] == \
+            len(list(build_model(CFG).parameters()))
+
+
+def test_timeline_shows_buckets_launched_during_backward():
+    cfg = ModelConfig(d_model=32, n_layers=2)
+    values = run(time_steps, 2, cfg, 4, 4 * 1024, 1)
+    for v in values:
+        events = v["events"]
+        kinds = [k for k, _, _ in events]
+        backward_end = next(t for k, _, t in events if k == "backward_end")
+        launches = {i: t for k, i, t in events if k == "launch"}
+        done = {i: t for k, i, t in events if k == "done"}
+        assert sorted(launches) == sorted(done) == list(range(len(v["bucket_bytes"])))
+        assert all(launches[i] <= done[i] for i in launches)
+        assert min(launches.values()) < backward_end  # communication starts inside backward
+        assert kinds[-1] == "finished"
+        assert sum(v["bucket_bytes"]) == 4 * v["param_count"]
+        assert set(v["median_s"]) == set(DESIGNS)
+
+
+def test_plan_buckets_follows_order_and_size():
+    params = [torch.zeros(n) for n in (10, 10, 30, 5, 5)]
+    plan = plan_buckets(params, bucket_bytes=80)
+    assert [[p.numel() for p in b] for b in plan] == [[10, 10], [30], [5, 5]]
+    assert [[p.numel() for p in b] for b in plan_buckets(params, 10 ** 9)] == [[10, 10, 30, 5, 5]]
+    mixed = [torch.zeros(2), torch.zeros(2, dtype=torch.float64)]
+    assert len(plan_buckets(mixed, 10 ** 9)) == 2  # one flat buffer per dtype
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="bucket_bytes"):
+            plan_buckets(params, bad)
+
+
+def test_bad_models_and_unused_parameters_are_named():
+    with pytest.raises(ValueError, match="trainable parameter"):
+        BucketedDDP(torch.nn.ReLU())
+    message = run(unused_parameter, 2)[0]
+    assert "never filled" in message and "unused" in message
