@@ -11,8 +11,10 @@ TARGET_RATIO_64MB = 0.9  # ring busbw / built-in busbw at 64 MB (the issue's tar
 def add_arguments(parser) -> None:
     parser.add_argument("--sizes-mb", type=float, nargs="+", default=[1, 16, 64],
                         help="message sizes in MiB (default 1 16 64)")
-    parser.add_argument("--world-sizes", type=int, nargs="+", default=[2, 4],
-                        help="numbers of ranks (default 2 4)")
+    under_torchrun = launch.torchrun_world_size()
+    parser.add_argument("--world-sizes", type=int, nargs="+",
+                        default=[under_torchrun] if under_torchrun else [2, 4],
+                        help="numbers of ranks (default 2 4; under torchrun, its world size)")
     parser.add_argument("--repeats", type=int, default=9, help="timed rounds per size (default 9)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first (default 2)")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from playground.launch import pick_backend
+from playground.launch import pick_backend, torchrun_world_size
 
 MEMORY_TARGET = 0.01  # measured model-state bytes within 1 % of the formula
 
@@ -14,7 +14,8 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--nproc", type=_ints, default=(2, 4), help="N_d values, comma-separated")
+    parser.add_argument("--nproc", type=_ints, default=(torchrun_world_size(),) if torchrun_world_size() else (2, 4),
+                        help="N_d values, comma-separated (default 2,4; under torchrun, its world size)")
     parser.add_argument("--precision", choices=("mixed", "fp32"), default="mixed")
     parser.add_argument("--steps", type=int, default=6, help="Adam steps per run")
     parser.add_argument("--repeats", type=int, default=3,

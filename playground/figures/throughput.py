@@ -1,0 +1,124 @@
+"""Figures of the throughput chapter, all computed by ``playground.step_time``, and the tables behind them."""
+
+from __future__ import annotations
+
+from playground.figures import figure
+from playground.plotting import COLORS, new_figure
+from playground.published_layouts import ALL_LAYOUTS
+from playground.step_time import Cluster, Layout, Model, predict
+
+A100 = Cluster.of("A100-80GB")
+GPT145 = Model(80, 12288, 96, params=145.6e9)   # Narayanan et al. Table 1, the GPT-3-sized row
+PARTS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_comm_exposed", "zero3_gathers", "optimizer")
+
+
+def validation_table() -> list[dict]:
+    """Each published layout: published and predicted TFLOP/s per GPU (in the source's FLOP count)."""
+    rows = []
+    for row in ALL_LAYOUTS:
+        r = predict(row.model, Cluster.of(row.gpu), row.layout)
+        key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
+        lay = row.layout
+        rows.append({"name": row.name, "gpu": row.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
+                     "dp": lay.dp, "published": row.tflops_per_gpu, "predicted": r[key],
+                     "ratio": r[key] / row.tflops_per_gpu, "mfu": r["mfu"], "fractions": r["fractions"],
+                     "cite": row.cite, "count": row.flop_count})
+    return rows
+
+
+def tp_sweep(model=GPT145, gpus=1536, global_batch=2304, degrees=(1, 2, 4, 8, 16, 32)) -> list[dict]:
+    """Same GPUs, same model: TP grows, PP shrinks to keep TP x PP = 64 (DP = 24)."""
+    out = []
+    for tp in degrees:
+        r = predict(model, A100, Layout(tp, 64 // tp, gpus // 64, 1, global_batch))
+        out.append({"tp": tp, "pp": 64 // tp, "tflops": r["tflops_per_gpu"], "link": r["links"]["tp"],
+                    "tp_comm": r["fractions"]["tp_comm"], "bubble": r["fractions"]["bubble"]})
+    return out
+
+
+def microbatch_sweep(batches=(128, 512), sizes=(1, 2, 4, 8, 16), model=GPT145) -> dict:
+    """TP = 8, PP = 8, DP = 1 (64 GPUs): throughput, bubble and GEMM efficiency per micro-batch size."""
+    return {B: [{"b": b, **{k: v for k, v in predict(model, A100, Layout(8, 8, 1, b, B)).items()
+                            if k in ("tflops_per_gpu", "bubble_fraction", "gemm_efficiency")}}
+                for b in sizes] for B in batches}
+
+
+@figure("throughput_validation.png")
+def validation_figure():
+    rows = validation_table()
+    fig, (ax, bx) = new_figure(ncols=2, width=9.0, height=4.0)
+    top = max(max(r["published"], r["predicted"]) for r in rows) * 1.1
+    ax.fill_between([0, top], [0, 0.8 * top], [0, 1.2 * top], color=COLORS[0], alpha=0.12, label="±20% band")
+    ax.plot([0, top], [0, top], color="0.4", lw=1, ls="--", label="predicted = published")
+    groups = (("narayanan2021megatron", "GPT 1.7B–1T, A100 (Narayanan Table 1)"),
+              ("dubey2024llama3", "Llama 3 405B, H100 (Dubey Table 4)"))
+    for i, (src, label) in enumerate(groups):
+        sel = [r for r in rows if r["cite"] == src]
+        ax.scatter([r["published"] for r in sel], [r["predicted"] for r in sel], color=COLORS[i + 1],
+                   s=36, zorder=3, label=label)
+    ax.set(xlim=(0, top), ylim=(0, top), xlabel="published TFLOP/s per GPU", ylabel="predicted TFLOP/s per GPU")
+    ax.legend(loc="upper left", fontsize=8)
+    colors = [COLORS[1] if r["cite"] == groups[0][0] else COLORS[2] for r in rows]
+    bx.barh(range(len(rows)), [r["ratio"] for r in rows], color=colors)
+    bx.axvspan(0.8, 1.2, color=COLORS[0], alpha=0.12)
+    bx.axvline(1.0, color="0.4", lw=1, ls="--")
+    bx.set_yticks(range(len(rows)), [r["name"].replace("Llama 3 405B, ", "Llama 405B ") for r in rows], fontsize=8)
+    bx.invert_yaxis()
+    bx.set(xlim=(0.6, 1.4), xlabel="predicted / published")
+    return fig
+
+
+@figure("throughput_breakdown.png")
+def breakdown_figure():
+    rows = []
+    for row in ALL_LAYOUTS:
+        if row.cite == "narayanan2021megatron":
+            r = predict(row.model, Cluster.of(row.gpu), row.layout)
+            shares = {"GEMMs": (r["compute_parts"]["gemm"] + r["compute_parts"]["logits"]) / r["step_time_s"],
+                      "element-wise": r["compute_parts"]["elementwise"] / r["step_time_s"]}
+            shares.update({k.replace("_", " "): v for k, v in r["fractions"].items() if k != "compute"})
+            rows.append((row.name.replace("GPT ", ""), shares))
+    fig, ax = new_figure(width=7.2, height=4.0)
+    x = range(len(rows))
+    bottom = [0.0] * len(rows)
+    for part, color in zip(rows[0][1], COLORS + ["0.6", "0.3"]):
+        vals = [100 * shares[part] for _, shares in rows]
+        if max(vals) < 0.2:
+            continue
+        ax.bar(x, vals, bottom=bottom, color=color, label=part)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(list(x), [name for name, _ in rows], rotation=30)
+    ax.set(ylabel="share of the step time (%)", xlabel="model (Table 1 layout)", ylim=(0, 100))
+    ax.legend(ncol=4, fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    return fig
+
+
+@figure("throughput_tp_nodes.png")
+def tp_figure():
+    rows = tp_sweep()
+    fig, ax = new_figure()
+    ax.plot([r["tp"] for r in rows], [r["tflops"] for r in rows], "o-", color=COLORS[0])
+    ax.axvspan(8.5, 40, color=COLORS[3], alpha=0.1, label="TP crosses nodes (network)")
+    ax.set(xscale="log", xlabel="tensor-parallel degree TP (PP = 64 / TP, DP = 24)",
+           ylabel="predicted TFLOP/s per GPU", ylim=(0, None))
+    ax.set_xticks([r["tp"] for r in rows], [str(r["tp"]) for r in rows])
+    ax.legend()
+    return fig
+
+
+@figure("throughput_microbatch.png")
+def microbatch_figure():
+    sweep = microbatch_sweep()
+    fig, (a, b) = new_figure(ncols=2, width=8.0, height=3.6)
+    for i, (B, rows) in enumerate(sweep.items()):
+        sizes = [r["b"] for r in rows]
+        a.plot(sizes, [r["tflops_per_gpu"] for r in rows], "o-", color=COLORS[i], label=f"batch {B}")
+        b.plot(sizes, [100 * r["bubble_fraction"] for r in rows], "o-", color=COLORS[i], label=f"bubble, batch {B}")
+    b.plot(sizes, [100 * r["gemm_efficiency"] for r in rows], "s--", color=COLORS[2], label="GEMM efficiency")
+    for ax in (a, b):
+        ax.set(xscale="log", xlabel="micro-batch size b (sequences)")
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.legend(fontsize=8)
+    a.set(ylabel="predicted TFLOP/s per GPU")
+    b.set(ylabel="%  (bubble: (p-1)/m;  GEMM: of peak)")
+    return fig

@@ -1,0 +1,127 @@
+"""The command line of the step-time model: the capacity planner's flags plus a layout.
+
+``python -m playground.step_time --layers 80 --hidden 12288 --heads 96 --gpu A100-80GB --gpus 1536
+--global-batch 2304 --recompute full --tp 8 --pp 8 [--vpp 2] [--micro-batch-size 1] [--json]``
+prints the prediction of ``step_time.predict``; ``--search`` ranks the layouts that fit instead.
+``add_layout_arguments(parser)`` and ``predict_from_args(opts)`` let ``playground.capacity_plan``'s
+parser grow the same flags.  Bad input: one line on stderr and exit status 2 (``PlanError``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from playground import capacity_plan
+from playground.capacity_plan import PlanError
+from playground.step_time import Cluster, Layout, Model, predict
+
+__all__ = ["add_layout_arguments", "predict_from_args", "report", "main"]
+
+_LAYOUT_FLAGS = ("tp", "pp", "dp", "vpp")
+
+
+def add_layout_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the layout flags to a planner-style parser (numbers as strings, parsed later)."""
+    have = set(parser._option_string_actions)
+    for name in (*_LAYOUT_FLAGS, "micro-batch-size", "ffn", "kv-heads", "gpus-per-node",
+                 "nvlink-gbs", "network-gbs", "global-batch"):
+        if f"--{name}" not in have:
+            parser.add_argument(f"--{name}", type=str, default=None)
+    for name in ("sequence-parallel", "flash-attention", "overlap-grad-reduce", "gated-mlp", "search"):
+        if f"--{name}" not in have:
+            parser.add_argument(f"--{name}", action="store_true")
+    return parser
+
+
+def _int(opts, name, default=None):
+    raw = getattr(opts, name.replace("-", "_"), None)
+    if raw is None:
+        return default
+    try:
+        value = capacity_plan._parse_number(str(raw))
+    except PlanError as e:
+        raise PlanError(f"--{name}: {e}") from None
+    if value != int(value) or value < 1:
+        raise PlanError(f"--{name} must be a whole number >= 1, got {raw!r}")
+    return int(value)
+
+
+def _from_args(opts):
+    layers, hidden, heads = (_int(opts, k) for k in ("layers", "hidden", "heads"))
+    if None in (layers, hidden, heads):
+        raise PlanError("the step-time model needs the architecture: give --layers, --hidden and --heads")
+    params = capacity_plan._parse_number(opts.params) if getattr(opts, "params", None) else None
+    model = Model(layers, hidden, heads, _int(opts, "vocab", capacity_plan.DEFAULT_VOCAB),
+                  _int(opts, "seq-len", capacity_plan.DEFAULT_SEQ_LEN), _int(opts, "ffn"),
+                  _int(opts, "kv-heads"), bool(getattr(opts, "gated_mlp", False)), params)
+    gbs = lambda k: capacity_plan._parse_number(getattr(opts, k)) * 1e9 if getattr(opts, k, None) else None  # noqa: E731
+    cluster = Cluster.of(opts.gpu, _int(opts, "gpus-per-node"), gbs("nvlink_gbs"), gbs("network_gbs"))
+    seqs = _int(opts, "global-batch")
+    if seqs is None:
+        tokens = capacity_plan._parse_number(opts.global_batch_tokens) if opts.global_batch_tokens else \
+            capacity_plan.DEFAULT_GLOBAL_BATCH
+        seqs = max(1, int(tokens // model.seq_len))
+    if opts.zero_stage not in ("0", "1", "2", "3"):
+        raise PlanError(f"--zero-stage must be 0, 1, 2 or 3, got {opts.zero_stage!r}")
+    common = dict(global_batch=seqs, zero_stage=int(opts.zero_stage), recompute=opts.recompute,
+                  sequence_parallel=opts.sequence_parallel, flash_attention=opts.flash_attention,
+                  overlap_grad_reduce=opts.overlap_grad_reduce)
+    return model, cluster, common, _int(opts, "gpus")
+
+
+def predict_from_args(opts) -> dict:
+    """The prediction (or, with ``--search``, the ranked layouts) for parsed planner + layout flags."""
+    model, cluster, common, gpus = _from_args(opts)
+    if opts.search:
+        from playground.layout_search import search
+        if gpus is None:
+            raise PlanError("--search needs --gpus")
+        return search(model, cluster, gpus, **common)
+    tp, pp, dp = (_int(opts, k) for k in ("tp", "pp", "dp"))
+    if tp is None or pp is None:
+        raise PlanError("give --tp and --pp (and --dp or --gpus), or --search")
+    if dp is None and gpus is None:
+        raise PlanError("give --dp or --gpus")
+    layout = Layout(tp, pp, dp or max(1, gpus // (tp * pp)), _int(opts, "micro-batch-size", 1),
+                    vpp=_int(opts, "vpp", 1), **common)
+    return predict(model, cluster, layout, gpus=gpus)
+
+
+def _parser():
+    p = capacity_plan._parser()
+    p.prog = "python -m playground.step_time"
+    p.description = "Predicted step time of a parallel layout (or --search for the best layouts)."
+    return add_layout_arguments(p)
+
+
+def report(r: dict) -> str:
+    if "ranked" in r:
+        from playground.layout_search import report as search_report
+        return search_report(r)
+    lay = r["layout"]
+    lines = [f"layout   TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} VPP={lay['vpp']} micro-batch "
+             f"{lay['micro_batch']} x {r['micro_batches']} on {r['gpus']} x {r['gpu']}",
+             f"step     {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
+             f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU, MFU {r['mfu']:.2f}",
+             f"memory   {r['memory']['total'] / 1e9:.1f} GB of {r['memory']['capacity'] / 1e9:.0f} GB"
+             + ("" if r["memory"]["fits"] else "  (does NOT fit)")]
+    lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    try:
+        argv = capacity_plan._glue_negative_values(list(sys.argv[1:] if argv is None else argv))
+        opts = _parser().parse_args(argv)
+        result = predict_from_args(opts)
+    except PlanError as e:
+        print(f"step_time: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, default=str) if opts.json else report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

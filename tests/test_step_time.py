@@ -1,0 +1,169 @@
+"""The step-time model: its FLOP count against Megatron's formula, its predictions against published
+layouts (within +-20% of the TFLOP/s per GPU each reports), the qualitative findings of Narayanan
+et al. 2021, the layout search, and one-line errors for layouts that cannot run."""
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from playground import capacity_plan
+from playground.capacity_plan import PlanError
+from playground.layout_search import search
+from playground.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, OTHER_LAYOUTS
+from playground.step_time import Cluster, Layout, Model, allreduce_time, flops_per_step, predict
+
+A100 = Cluster.of("A100-80GB")
+GPT175 = Model(80, 12288, 96, params=145.6e9)  # Table 1's 145.6B row
+
+
+def published_ratio(row):
+    r = predict(row.model, Cluster.of(row.gpu), row.layout)
+    key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
+    return r[key] / row.tflops_per_gpu
+
+
+def test_validation_set_is_the_papers_tables():
+    assert len(NARAYANAN_TABLE1) == 10 and len(OTHER_LAYOUTS) >= 1
+    assert [r.layout.gpus for r in NARAYANAN_TABLE1] == [32, 64, 128, 256, 512, 1024, 1536, 1920, 2520, 3072]
+    assert [r.tflops_per_gpu for r in NARAYANAN_TABLE1] == [137, 138, 142, 135, 138, 140, 148, 155, 163, 163]
+    for row in NARAYANAN_TABLE1:  # the shapes give the published parameter counts (Eq. 2, within 3%)
+        m = row.model
+        counted = replace(m, params=None).param_count
+        assert abs(counted / m.params - 1) < 0.03, row.name
+
+
+@pytest.mark.parametrize("row", ALL_LAYOUTS, ids=lambda r: r.name)
+def test_predicted_tflops_within_20_percent_of_published(row):
+    assert 0.8 <= published_ratio(row) <= 1.2
+
+
+def test_flop_count_is_megatrons_equation_3():
+    lay = Layout(8, 8, 24, 1, 2304)
+    for rc in ("none", "selective", "full"):
+        expected = capacity_plan.megatron_flops_per_iteration(2304, 2048, 80, 12288, 51200, rc)
+        assert flops_per_step(GPT175, lay, rc) == pytest.approx(expected, rel=1e-12)
+
+
+def test_bubble_is_p_minus_1_over_v_micro_batch_slots():
+    for v in (1, 2, 4):
+        r = predict(GPT175, A100, Layout(8, 8, 24, 1, 2304, vpp=v))
+        per_mb = (r["step_time_s"] - sum(r["time_breakdown"][k] for k in
+                  ("bubble", "dp_comm_exposed", "zero3_gathers", "optimizer"))) / r["micro_batches"]
+        assert r["time_breakdown"]["bubble"] == pytest.approx(7 / v * per_mb, rel=1e-9)
+        assert r["bubble_fraction"] == pytest.approx(7 / (v * 96))
+
+
+def test_ring_allreduce_time():
+    assert allreduce_time(1e9, 1, 1e9) == 0
+    t = allreduce_time(8e9, 8, 100e9)
+    assert t == pytest.approx(14 * 10e-6 + 2 * 7 / 8 * 8e9 / (0.8 * 100e9))
+
+
+def test_tensor_parallelism_across_nodes_collapses_throughput():
+    inside = predict(GPT175, A100, Layout(8, 8, 24, 1, 2304))
+    across = predict(GPT175, A100, Layout(16, 4, 24, 1, 2304))
+    assert inside["links"]["tp"] == "nvlink" and across["links"]["tp"] == "network"
+    assert across["tflops_per_gpu"] < 0.5 * inside["tflops_per_gpu"]
+    assert across["fractions"]["tp_comm"] > 0.5
+
+
+def test_larger_micro_batch_trades_bubble_against_kernel_efficiency():
+    runs = {B: [predict(GPT175, A100, Layout(8, 8, 1, b, B)) for b in (1, 2, 4, 8)] for B in (128, 512)}
+    for rs in runs.values():
+        assert [r["bubble_fraction"] for r in rs] == sorted(r["bubble_fraction"] for r in rs)
+        assert rs[-1]["gemm_efficiency"] > rs[0]["gemm_efficiency"]
+    best = {B: max(range(4), key=lambda i: rs[i]["tokens_per_s"]) for B, rs in runs.items()}
+    assert best[512] > best[128]  # a larger batch affords a larger micro-batch
+
+
+def test_more_interleaving_shrinks_the_bubble_and_adds_p2p():
+    r1, r2 = (predict(GPT175, A100, Layout(8, 8, 24, 1, 2304, vpp=v)) for v in (1, 2))
+    assert r2["time_breakdown"]["bubble"] < r1["time_breakdown"]["bubble"]
+    assert r2["time_breakdown"]["pp_p2p"] > r1["time_breakdown"]["pp_p2p"]
+
+
+def test_overlapping_the_gradient_reduction_hides_it():
+    lay = Layout(1, 1, 32, 1, 512)
+    small = Model(24, 2304, 24, params=1.7e9)
+    plain, overlapped = predict(small, A100, lay), predict(small, A100, replace(lay, overlap_grad_reduce=True))
+    assert plain["time_breakdown"]["dp_comm_exposed"] > 0
+    assert overlapped["time_breakdown"]["dp_comm_exposed"] < plain["time_breakdown"]["dp_comm_exposed"]
+    assert overlapped["step_time_s"] < plain["step_time_s"]
+
+
+def test_search_ranks_layouts_that_fit_and_keeps_tp_in_a_node():
+    s = search(GPT175, A100, 1536, 2304, recompute="full")
+    assert s["fit"] > 0 and s["too_big"] > 0
+    speeds = [r["tokens_per_s"] for r in s["ranked"]]
+    assert speeds == sorted(speeds, reverse=True)
+    for r in s["ranked"]:
+        assert r["memory"]["total"] <= A100.gpu.hbm_bytes
+        assert r["layout"]["tp"] <= 8 and "compute" in r["why"]
+    assert s["slowest_that_fits"]["layout"]["tp"] > 8  # what fits can still be slow
+
+
+@pytest.mark.parametrize("layout,message", [
+    (Layout(7, 8, 24, 1, 2304), "TP=7 does not divide the 96 attention heads"),
+    (Layout(8, 81, 1, 1, 2304), "PP=81 is more than the 80 layers"),
+    (Layout(8, 8, 20, 1, 2304), "global batch 2304 is not a multiple"),
+    (Layout(8, 1, 1, 1, 64, vpp=2), "need pipeline parallelism"),
+])
+def test_bad_layouts_get_one_clear_error(layout, message):
+    with pytest.raises(PlanError, match=message):
+        predict(GPT175, A100, layout)
+    with pytest.raises(PlanError, match="is not the 1536 GPUs"):
+        predict(GPT175, A100, Layout(8, 8, 16, 1, 2304), gpus=1536)
+
+
+ARCH = ["--layers", "80", "--hidden", "12288", "--heads", "96", "--gpu", "A100-80GB", "--global-batch", "2304"]
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--gpus", "1536", "--tp", "7", "--pp", "8"], "TP=7 does not divide the 96 attention heads"),
+    (["--gpus", "1536", "--tp", "8", "--pp", "81"], "PP=81 is more than the 80 layers"),
+    (["--gpus", "1536", "--tp", "8", "--pp", "8", "--dp", "16"], "8 x 8 x 16 = 1024 is not the 1536 GPUs"),
+    (["--gpus", "1536", "--tp", "8", "--pp", "8", "--gpu", "V100"], "unknown GPU 'V100'"),
+    (["--gpus", "1536", "--tp", "-8", "--pp", "8"], "--tp must be a whole number"),
+    (["--gpus", "1536", "--tp", "abc", "--pp", "8"], "--tp: not a number"),
+    (["--gpus", "1536", "--tp", "8", "--pp", "8", "--recompute", "some"], "recompute must be one of"),
+])
+def test_cli_bad_layout_is_one_line_and_exit_2(flags, message):
+    proc = subprocess.run([sys.executable, "-m", "playground.step_time", *ARCH, *flags],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stdout == "" and proc.stderr.count("\n") == 1 and message in proc.stderr
+
+
+def test_cli_json_has_the_prediction_keys():
+    import json
+    proc = subprocess.run([sys.executable, "-m", "playground.step_time", *ARCH, "--recompute", "full",
+                           "--gpus", "1536", "--tp", "8", "--pp", "8", "--micro-batch-size", "1", "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("step_time_s", "tflops_per_gpu", "mfu", "time_breakdown", "memory", "tokens_per_s"):
+        assert key in out
+    assert out["layout"]["dp"] == 24
+    assert sum(out["time_breakdown"].values()) == pytest.approx(out["step_time_s"])
+
+
+def test_cli_search_ranks_layouts():
+    import json
+    proc = subprocess.run([sys.executable, "-m", "playground.step_time", *ARCH, "--recompute", "full",
+                           "--gpus", "1536", "--search", "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["ranked"][0]["rank"] == 1 and out["fit"] + out["too_big"] == out["considered"]
+
+
+def test_layout_flags_plug_into_the_planners_parser():
+    from playground.step_time import add_layout_arguments, predict_from_args
+    parser = add_layout_arguments(capacity_plan._parser())  # --micro-batch-size is the planner's own
+    opts = parser.parse_args([*ARCH, "--recompute", "full", "--gpus", "1536", "--tp", "8", "--pp", "8",
+                              "--micro-batch-size", "2"])
+    r = predict_from_args(opts)
+    assert r["layout"]["micro_batch"] == 2 and r["gpus"] == 1536
+    with pytest.raises(PlanError, match="--search needs --gpus"):
+        predict_from_args(parser.parse_args([*ARCH, "--search"]))
