@@ -383,13 +383,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", default="none", help="none | selective | full")
     p.add_argument("--zero-stage", default="0", help="0 | 1 | 2 | 3")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    return p
+    from playground.step_time_cli import add_layout_arguments  # lazy: it imports this module
+    return add_layout_arguments(p)   # --tp --pp --dp --vpp --search ...: the step-time model
+
+
+# flags that describe a layout for the step-time model, not arguments of plan()
+_LAYOUT_KEYS = ("tp", "pp", "dp", "vpp", "ffn", "kv_heads", "gpus_per_node", "nvlink_gbs",
+                "network_gbs", "global_batch", "sequence_parallel", "flash_attention",
+                "overlap_grad_reduce", "gated_mlp", "search")
 
 
 def _kwargs(opts) -> dict:
     kw = {}
     for key, value in vars(opts).items():
-        if key in ("json", "gpu", "recompute", "zero_stage") or value is None:
+        if key in ("json", "gpu", "recompute", "zero_stage", *_LAYOUT_KEYS) or value in (None, False):
             continue
         number = _parse_number(value)
         if key in ("layers", "hidden", "heads", "vocab", "seq_len", "gpus", "micro_batch_size"):
@@ -452,12 +459,29 @@ def main(argv=None) -> int:
         argv = _glue_negative_values(list(sys.argv[1:] if argv is None else argv))
         opts = _parser().parse_args(argv)
         result = plan(**_kwargs(opts))
+        if opts.search or any(getattr(opts, k) is not None for k in ("tp", "pp", "dp", "vpp")):
+            from playground.step_time_cli import predict_from_args
+            prediction = predict_from_args(opts)
+            result["layout_prediction"] = prediction
+            if not opts.search:  # the layout's own numbers at the top level, as the issue names them
+                for key in ("step_time_s", "tflops_per_gpu", "mfu", "time_breakdown"):
+                    if key in prediction:
+                        result[key] = prediction[key]
     except PlanError as e:
         print(f"capacity_plan: error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2) if opts.json else report(result))
+    if opts.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(report(result))
+        if "layout_prediction" in result:
+            from playground.step_time_cli import report as layout_report
+            print("\npredicted step time of the layout (playground.step_time)")
+            print(layout_report(result["layout_prediction"]))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # run main() of the imported module, so that its PlanError is the one step_time raises
+    from playground.capacity_plan import main as _main
+    raise SystemExit(_main())

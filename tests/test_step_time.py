@@ -167,3 +167,23 @@ def test_layout_flags_plug_into_the_planners_parser():
     assert r["layout"]["micro_batch"] == 2 and r["gpus"] == 1536
     with pytest.raises(PlanError, match="--search needs --gpus"):
         predict_from_args(parser.parse_args([*ARCH, "--search"]))
+
+
+def test_the_planner_cli_gains_the_layout_prediction():
+    """`python -m playground.capacity_plan ... --tp --pp --json` adds the step-time model's keys."""
+    import json
+    import subprocess
+    import sys
+    args = ["--params", "145.6B", "--tokens", "300B", "--layers", "80", "--hidden", "12288",
+            "--heads", "96", "--gpu", "A100-80GB", "--gpus", "1536", "--global-batch", "2304",
+            "--recompute", "full"]
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "playground.capacity_plan", *args,
+                                         *extra], capture_output=True, text=True, timeout=120)
+    out = run("--tp", "8", "--pp", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    for key in ("step_time_s", "tflops_per_gpu", "mfu", "time_breakdown", "gpu_hours"):
+        assert key in result
+    assert 0 < result["mfu"] < 1
+    bad = run("--tp", "7", "--pp", "8")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "TP=7" in bad.stderr
