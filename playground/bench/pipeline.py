@@ -1,0 +1,60 @@
+"""Pipeline bubble: measured idle fraction of GPipe/1F1B steps vs (K-1)/(M+K-1), for K in {2,4}, M in {1,2,4,8}."""
+
+from __future__ import annotations
+
+import statistics
+
+from playground.launch import pick_backend, torchrun_world_size
+
+TARGET = 0.10  # measured bubble within 10 % of the formula
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(","))
+
+
+def add_arguments(parser) -> None:
+    under_torchrun = torchrun_world_size()
+    parser.add_argument("--stages", type=_ints, default=(under_torchrun,) if under_torchrun else (2, 4),
+                        help="K values, comma-separated (default 2,4; under torchrun, its world size)")
+    parser.add_argument("--micro-batches", type=_ints, default=(1, 2, 4, 8),
+                        help="M values, comma-separated")
+    parser.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (median)")
+    parser.add_argument("--forward-ms", type=float, default=None,
+                        help="emulated forward time of one stage on the whole batch, ms "
+                             "(default: 400 on CPU, none on GPUs)")
+    parser.add_argument("--backward-ms", type=float, default=None,
+                        help="emulated backward time (default: 2 x forward)")
+
+
+def run(args) -> dict:
+    from playground.pipeline import DEFAULT_DEVICE_TIME_S, run_pipeline
+    from playground.pipeline_report import bubble_rows, timing_specs
+
+    world = max(args.stages)
+    backend = pick_backend(world)
+    if args.backward_ms is not None and args.forward_ms is None:
+        raise ValueError("--backward-ms needs --forward-ms")
+    if args.forward_ms is None and backend == "gloo":
+        # 4x the chapter's default: each hand-off costs a fixed 0.3-3 ms here (send, a woken
+        # receiver), which must stay small beside a micro-batch's compute even at M = 8
+        args.forward_ms = 4e3 * DEFAULT_DEVICE_TIME_S[0]
+    device_time = None if args.forward_ms is None else (
+        args.forward_ms / 1e3, (args.backward_ms or 2 * args.forward_ms) / 1e3)
+    specs = timing_specs(args.stages, args.micro_batches, (args.schedule,), args.repeats,
+                         device_time)
+    rows = bubble_rows(run_pipeline(specs, world_size=world, timeout_s=600))
+    for row in rows:
+        row["within_target"] = abs(row["ratio"] - 1) <= TARGET
+    return {
+        "backend": backend,
+        "what": "bubble = 1 - sum of stage busy time / (K x step time), median of interleaved "
+                "repetitions; formula (K-1)/(M+K-1)",
+        "emulated_device_time_s": device_time,
+        "target": f"|measured/formula - 1| <= {TARGET:.0%}",
+        "rows": rows,
+        "worst_ratio": max(rows, key=lambda r: abs(r["ratio"] - 1))["ratio"],
+        "median_ratio": statistics.median(r["ratio"] for r in rows),
+        "all_within_target": all(r["within_target"] for r in rows),
+    }

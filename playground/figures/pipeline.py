@@ -1,0 +1,120 @@
+"""Figures of the pipeline-parallelism chapter, each drawn from real multi-process runs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from playground.figures import figure
+from playground.plotting import COLORS, new_figure
+
+K_GANTT, M_GANTT = 4, 4
+
+
+def draw_gantt(ax, timeline, scale: float = 1.0) -> None:
+    """Stage rows, forward bars (blue) and backward bars (orange), micro-batch index inside."""
+    for k, events in enumerate(timeline):
+        for op, m, start, end in events:
+            colour = COLORS[0] if op == "F" else COLORS[1]
+            ax.barh(k, (end - start) * scale, left=start * scale, height=0.8, color=colour,
+                    edgecolor="white", linewidth=0.5)
+            ax.text((start + end) / 2 * scale, k, str(m), ha="center", va="center",
+                    fontsize=7, color="white")
+    ax.set_yticks(range(len(timeline)), [f"stage {k}" for k in range(len(timeline))])
+    ax.set_ylim(len(timeline) - 0.4, -0.6)
+    ax.grid(axis="y", visible=False)
+
+
+@lru_cache(maxsize=1)
+def _timing_runs():
+    """One launch: the bubble sweep (K=2, 4; M=1..8; 3 interleaved repeats) and the Gantt runs."""
+    from playground.pipeline import PipeSpec, run_pipeline
+    from playground.pipeline_report import timing_specs
+    specs = timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), repeats=3)
+    specs += [PipeSpec(s, stages=K_GANTT, micro_batches=M, batch_size=8, step=r)
+              for r in range(3) for s, M in (("naive", 1), ("gpipe", M_GANTT), ("1f1b", M_GANTT))]
+    return run_pipeline(specs, world_size=4)
+
+
+def _median_run(records, schedule):
+    """Of the repetitions of ``schedule``, the one whose bubble is the median (not the best)."""
+    runs = sorted((r for r in records if r["spec"].schedule == schedule), key=lambda r: r["bubble"])
+    return runs[len(runs) // 2]
+
+
+@figure("pipeline_gantt.png")
+def gantt():
+    """Measured timelines of naive, GPipe and 1F1B on 4 stages."""
+    gantt_runs = _timing_runs()[-9:]
+    runs = [_median_run(gantt_runs, s) for s in ("naive", "gpipe", "1f1b")]
+    fig, axes = new_figure(nrows=3, width=7.5, height=6.4, sharex=True)
+    for ax, rec in zip(axes, runs):
+        s = rec["spec"]
+        draw_gantt(ax, [st["events"] for st in rec["stages"]], scale=1e3)
+        ax.set_title(f"{s.schedule}: K={s.stages}, M={s.micro_batches}, measured bubble "
+                     f"{rec['bubble']:.2f} (formula {(s.stages - 1) / (s.micro_batches + s.stages - 1):.2f})",
+                     fontsize=10)
+    axes[-1].set_xlabel("time since the common start (ms); blue = forward, orange = backward")
+    return fig
+
+
+@figure("pipeline_bubble.png")
+def bubble_vs_micro_batches():
+    """Median measured bubble fraction over M for K = 2 and 4, beside (K-1)/(M+K-1)."""
+    from playground.pipeline_report import bubble_rows
+    rows = bubble_rows(_timing_runs()[:-9])
+    fig, ax = new_figure(width=6.4, height=3.8)
+    for i, K in enumerate((2, 4)):
+        mine = sorted((r["M"], r["measured"], r["formula"]) for r in rows if r["K"] == K)
+        Ms = [m for m, _, _ in mine]
+        ax.plot(Ms, [f for _, _, f in mine], "--", color=COLORS[i], label=f"(K-1)/(M+K-1), K={K}")
+        ax.plot(Ms, [v for _, v, _ in mine], "o", color=COLORS[i], label=f"measured, K={K}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    ax.set_xlabel("micro-batches per step, M")
+    ax.set_ylabel("bubble fraction (idle / K·step time)")
+    ax.set_ylim(0, 0.85)
+    ax.legend()
+    return fig
+
+
+@figure("pipeline_memory.png")
+def saved_activations():
+    """Peak saved-activation bytes per stage: GPipe vs 1F1B, with and without recomputation."""
+    from playground.pipeline import PipeSpec, run_pipeline
+    specs = [PipeSpec(s, stages=4, micro_batches=8, recompute=r, device_time_s=None)
+             for s in ("gpipe", "1f1b") for r in (False, True)]
+    runs = run_pipeline(specs)
+    fig, ax = new_figure(width=6.4, height=3.8)
+    width = 0.2
+    for i, rec in enumerate(runs):
+        s = rec["spec"]
+        peaks = [st["peak_bytes"] / 2**10 for st in rec["stages"]]
+        ax.bar([k + (i - 1.5) * width for k in range(4)], peaks, width, color=COLORS[i],
+               label=f"{s.schedule}{' + recompute' if s.recompute else ''}")
+    ax.set_xticks(range(4), [f"stage {k}" for k in range(4)])
+    ax.set_ylabel("peak saved activations (KiB)")
+    ax.set_title("K=4 stages, M=8 micro-batches of 1 sequence", fontsize=10)
+    ax.set_ylim(0, 1.35 * max(runs[0]["stages"][-1]["peak_bytes"], 1) / 2**10)
+    ax.legend(ncols=2, loc="upper center")
+    return fig
+
+
+@figure("pipeline_bubble_map.png")
+def bubble_map():
+    """What the chapter's explorer shows: the ideal GPipe timeline, and the formula over K and M."""
+    from playground.pipeline_schedules import measured_bubble, predicted_bubble, simulate
+    fig, (left, right) = new_figure(ncols=2, width=10, height=3.6)
+    timeline = simulate("gpipe", 4, 8, 1.0, 2.0)
+    draw_gantt(left, timeline)
+    left.set_xlabel("time (units of t_f, with t_b = 2 t_f)")
+    left.set_title(f"ideal GPipe, K=4, M=8: bubble {measured_bubble(timeline)['bubble']:.3f}",
+                   fontsize=10)
+    Ms = list(range(1, 65))
+    for i, K in enumerate((2, 4, 8, 16)):
+        right.plot(Ms, [predicted_bubble(K, M) for M in Ms], color=COLORS[i], label=f"K={K}")
+        right.plot([4 * K], [predicted_bubble(K, 4 * K)], "o", color=COLORS[i])
+    right.set_xscale("log", base=2)
+    right.set_xlabel("micro-batches per step, M (dots: M = 4K)")
+    right.set_ylabel("bubble (K-1)/(M+K-1)")
+    right.legend()
+    return fig

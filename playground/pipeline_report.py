@@ -1,0 +1,157 @@
+"""Turning pipeline runs into the chapter's tables: bubbles, memory, and equality checks.
+
+The measurements come from ``playground.pipeline.run_pipeline``; this module only groups them
+(medians of interleaved repetitions), sets them beside their formulas, and checks results
+against single-process training and ``torch.distributed.pipelining``.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from playground.model import build_model, synthetic_batch, train_step
+from playground.pipeline import PipeSpec
+from playground.pipeline_schedules import predicted_bubble, simulate, measured_bubble
+
+__all__ = ["reference_step", "timing_specs", "bubble_rows", "check_equal", "memory_rows",
+           "print_bubble_table", "print_memory_table", "bubble_explorer"]
+
+
+def reference_step(spec: PipeSpec) -> dict:
+    """Single-process, full-batch training step on the same model and batch: the ground truth."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only add contention (10x slower here)
+    try:
+        model = build_model(spec.cfg, spec.seed, dtype=spec.dtype)
+        optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr)
+        batch = synthetic_batch(spec.cfg, spec.batch_size, spec.step, spec.seed)
+        loss = train_step(model, optimizer, batch)
+    finally:
+        torch.set_num_threads(threads)
+    return {"loss": loss,
+            "grads": {n: p.grad.detach().clone() for n, p in model.named_parameters()},
+            "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
+
+
+def timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3,
+                 device_time_s="auto", **kw) -> list[PipeSpec]:
+    """Every (schedule, K, M) once per repetition, repetitions interleaved (noise hits all alike)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    return [PipeSpec(s, stages=K, micro_batches=M, batch_size=max(8, M), step=r,
+                     device_time_s=device_time_s, **kw)
+            for r in range(repeats) for K in stages for M in micro_batches for s in schedules]
+
+
+def bubble_rows(records) -> list[dict]:
+    """Median measured bubble per (schedule, K, M) beside (K-1)/(M+K-1) and their ratio."""
+    groups: dict = {}
+    for rec in records:
+        s = rec["spec"]
+        groups.setdefault((s.schedule, s.stages, s.micro_batches), []).append(rec)
+    rows = []
+    for (schedule, K, M), recs in groups.items():
+        measured = statistics.median(r["bubble"] for r in recs)
+        formula = predicted_bubble(K, M)
+        rows.append({"schedule": schedule, "K": K, "M": M, "measured": round(measured, 4),
+                     "formula": round(formula, 4), "ratio": round(measured / formula, 3),
+                     "step_s": round(statistics.median(r["step_s"] for r in recs), 4),
+                     "repeats": len(recs),
+                     "overruns": sum(st["overruns"] for r in recs for st in r["stages"])})
+    return rows
+
+
+def check_equal(records, against_torch=None) -> list[str]:
+    """assert_close every run's gradients and parameters with the single-process step.
+
+    ``against_torch``: optional {(schedule, K, M): record of engine 'torch'}, compared too.
+    Returns one verdict line per run; raises AssertionError on the first difference.
+    """
+    lines = []
+    for rec in records:
+        spec = rec["spec"]
+        ref = reference_step(spec)
+        if set(rec["grads"]) != set(ref["grads"]):
+            raise AssertionError(f"{spec.schedule}: stages cover {len(rec['grads'])} of "
+                                 f"{len(ref['grads'])} parameters")
+        for name in ref["grads"]:
+            torch.testing.assert_close(rec["grads"][name], ref["grads"][name])
+            torch.testing.assert_close(rec["params"][name], ref["params"][name])
+        what = "torch.distributed.pipelining" if spec.engine == "torch" else "from scratch"
+        line = (f"{spec.schedule:5s} K={spec.stages} M={spec.micro_batches}"
+                f"{' recompute' if spec.recompute else ''} ({what}): gradients and parameters "
+                f"equal single-process full-batch training")
+        other = (against_torch or {}).get((spec.schedule, spec.stages, spec.micro_batches))
+        if other is not None and spec.engine == "playground":
+            for name in ref["grads"]:
+                torch.testing.assert_close(rec["grads"][name], other["grads"][name])
+                torch.testing.assert_close(rec["params"][name], other["params"][name])
+            line += " and torch.distributed.pipelining"
+        lines.append(line)
+    return lines
+
+
+def memory_rows(records) -> list[dict]:
+    """Per run and stage: bytes autograd saved for one micro-batch, and the peak held at once."""
+    rows = []
+    for rec in records:
+        s = rec["spec"]
+        for k, st in enumerate(rec["stages"]):
+            rows.append({"schedule": s.schedule, "M": s.micro_batches, "recompute": s.recompute,
+                         "stage": k, "per_micro_batch": max(st["saved_bytes"]),
+                         "kept_per_micro_batch": max(st["kept_bytes"]),
+                         "peak": st["peak_bytes"], "forward_flops": st["flops"]["F"],
+                         "backward_flops": st["flops"]["B"]})
+    return rows
+
+
+def bubble_explorer():
+    """An interactive view of the ideal GPipe step as K and M change (JupyterLab; ipywidgets)."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+
+    from playground.figures.pipeline import draw_gantt
+
+    out = widgets.Output()
+
+    def show(K, M, schedule):
+        timeline = simulate(schedule, K, M, 1.0, 2.0)
+        with out:
+            out.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * K), layout="constrained")
+            draw_gantt(ax, timeline)
+            ax.set_xlabel("time (units of t_f; t_b = 2 t_f)")
+            ax.set_title(f"{schedule}, K={K}, M={M}: bubble (K-1)/(M+K-1) = "
+                         f"{predicted_bubble(K, M):.3f} (simulated "
+                         f"{measured_bubble(timeline)['bubble']:.3f})")
+            plt.show(fig)
+
+    controls = widgets.interactive(show, K=widgets.IntSlider(4, 1, 8, description="K stages"),
+                                   M=widgets.IntSlider(4, 1, 32, description="M micro"),
+                                   schedule=widgets.ToggleButtons(options=["gpipe", "1f1b"]))
+    return widgets.VBox([controls, out])
+
+
+def print_bubble_table(rows) -> None:
+    """The bubble sweep as a table: measured median, formula, ratio, step time vs (M+K-1)/M·T."""
+    print(f"{'schedule':8s} {'K':>2s} {'M':>2s} {'measured':>9s} {'formula':>8s} {'ratio':>6s} "
+          f"{'step (ms)':>10s} {'overruns':>8s}")
+    for r in sorted(rows, key=lambda r: (r["schedule"] != "gpipe", r["K"], r["M"])):
+        print(f"{r['schedule']:8s} {r['K']:2d} {r['M']:2d} {r['measured']:9.3f} {r['formula']:8.3f} "
+              f"{r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {r['overruns']:8d}")
+    print("overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
+
+
+def print_memory_table(records) -> None:
+    """Per stage: bytes saved for one micro-batch, and the peak held, for each run (KiB)."""
+    rows = memory_rows(records)
+    runs = [(r["spec"].schedule, r["spec"].recompute) for r in records]
+    names = [f"{s}{'+re' if re else ''}" for s, re in runs]
+    print(f"{'stage':5s} {'one micro-b.':>13s} " + " ".join(f"{n:>10s}" for n in names)
+          + "   (peak saved activations, KiB)")
+    for k in range(records[0]["spec"].stages):
+        mine = [r for r in rows if r["stage"] == k]
+        print(f"{k:5d} {mine[0]['per_micro_batch'] / 1024:13.1f} "
+              + " ".join(f"{r['peak'] / 1024:10.1f}" for r in mine))

@@ -1,0 +1,164 @@
+"""Pipeline parallelism: the spec.
+
+* Every schedule (naive, GPipe, 1F1B), with and without recomputation, for K in {2, 4} stages and
+  M in {1, 2, 4, 8} micro-batches, ends a step with the gradients and parameters of single-process
+  full-batch training, and with those of torch.distributed.pipelining (ScheduleGPipe,
+  Schedule1F1B) on the same stages.
+* Each boundary carries exactly the batch's activations forward and their gradients backward.
+* Saved activations: GPipe holds all M micro-batches, 1F1B at most K-k on stage k,
+  recomputation only the stage inputs plus one micro-batch; recomputation adds one forward's FLOPs.
+* Schedules and the bubble formula agree in the ideal simulation; bad input fails clearly.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from playground.model import ModelConfig
+from playground.pipeline import PipeSpec, run_pipeline
+from playground.pipeline_report import check_equal
+from playground.pipeline_schedules import (max_in_flight, measured_bubble, predicted_bubble,
+                                           schedule_actions, simulate, stage_bounds)
+
+MICRO = (1, 2, 4, 8)
+
+
+def _specs(K: int) -> list[PipeSpec]:
+    common = dict(stages=K, device_time_s=None, keep_state=True, count_flops=True)
+    specs = [PipeSpec("naive", micro_batches=1, **common)]
+    for M in MICRO:
+        for schedule in ("gpipe", "1f1b"):
+            for recompute in (False, True):
+                specs.append(PipeSpec(schedule, micro_batches=M, recompute=recompute, **common))
+            if schedule == "gpipe" or M >= K:  # torch's Schedule1F1B needs M >= K
+                specs.append(PipeSpec(schedule, micro_batches=M, engine="torch", stages=K,
+                                      device_time_s=None, keep_state=True))
+    if K == 4:  # other depth, width, K, M and dtype; 3 stages on 4 ranks (rank 3 sits out)
+        deeper = ModelConfig(n_layers=5, d_model=16, n_heads=2, seq_len=8)
+        specs.append(PipeSpec("1f1b", stages=3, micro_batches=6, batch_size=6, cfg=deeper,
+                              device_time_s=None, keep_state=True, dtype=torch.float64,
+                              recompute=True, count_flops=True))
+    return specs
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda K: f"K{K}")
+def runs(request):
+    """One launch per K runs every schedule, M, recomputation and the torch engine."""
+    return request.param, run_pipeline(_specs(request.param))
+
+
+def test_every_schedule_equals_single_process_and_torch_pipelining(runs):
+    K, records = runs
+    torch_runs = {(r["spec"].schedule, K, r["spec"].micro_batches): r
+                  for r in records if r["spec"].engine == "torch"}
+    lines = check_equal(records, torch_runs)
+    assert len(lines) == len(records)
+    compared = sum("and torch.distributed.pipelining" in line for line in lines)
+    assert compared == 2 * (len(MICRO) + sum(M >= K for M in MICRO))  # gpipe x4, 1f1b M>=K; +recompute
+    assert any(r["spec"].dtype == torch.float64 for r in records) == (K == 4)
+
+
+def test_each_boundary_moves_the_batch_activations_once_each_way(runs):
+    K, records = runs
+    for rec in records:
+        spec = rec["spec"]
+        if spec.engine != "playground":
+            continue
+        cfg, K = spec.cfg, spec.stages
+        q = torch.tensor([], dtype=spec.dtype).element_size()
+        boundary = spec.batch_size * cfg.seq_len * cfg.d_model * q  # (B, s, h), whatever M
+        for k, st in enumerate(rec["stages"]):
+            expected = boundary * ((k < K - 1) + (k > 0))
+            assert st["traffic"]["sent_bytes"] == expected
+            assert st["traffic"]["received_bytes"] == expected
+            sends = st["traffic"]["calls"].get("isend", 0)
+            assert sends == spec.micro_batches * ((k < K - 1) + (k > 0))
+
+
+def test_saved_activations_gpipe_1f1b_and_recomputation(runs):
+    K, records = runs
+    by = {(r["spec"].schedule, r["spec"].micro_batches, r["spec"].recompute): r
+          for r in records if r["spec"].engine == "playground" and r["spec"].stages == K}
+    for M in MICRO:
+        for k in range(K):
+            gpipe = by[("gpipe", M, False)]["stages"][k]
+            one = by[("1f1b", M, False)]["stages"][k]
+            per = gpipe["saved_bytes"]
+            assert len(set(per)) == 1  # equal micro-batches save equal bytes
+            assert gpipe["peak_bytes"] == M * per[0]                 # GPipe: all M in flight
+            assert one["peak_bytes"] == min(K - k, M) * per[0]       # 1F1B: at most K-k
+            for schedule in ("gpipe", "1f1b"):
+                re = by[(schedule, M, True)]["stages"][k]
+                kept = re["kept_bytes"][0]                           # the stage input only
+                in_flight = max_in_flight(schedule_actions(schedule, K, M, k))
+                assert kept < per[0]
+                assert re["peak_bytes"] == in_flight * kept + per[0]
+                # recomputation: the backward re-runs the forward, exactly once
+                plain = by[(schedule, M, False)]["stages"][k]["flops"]
+                assert re["flops"]["F"] == plain["F"] > 0
+                assert re["flops"]["B"] == plain["B"] + plain["F"]
+
+
+def test_events_follow_the_schedule(runs):
+    _, records = runs
+    for rec in records:
+        spec = rec["spec"]
+        if spec.engine != "playground":
+            continue
+        K = spec.stages
+        for k, st in enumerate(rec["stages"]):
+            order = [(op, m) for op, m, _, _ in st["events"]]
+            assert order == schedule_actions(spec.schedule, K, spec.micro_batches, k)
+            assert all(end >= start >= 0 for _, _, start, end in st["events"])
+        assert 0 <= rec["bubble"] < 1
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 6, 8])
+@pytest.mark.parametrize("M", [1, 2, 3, 4, 8, 16])
+def test_simulated_bubble_is_the_formula_and_1f1b_bounds_in_flight(K, M):
+    for schedule in ("gpipe", "1f1b"):
+        timeline = simulate(schedule, K, M, t_f=1.0, t_b=2.0)
+        assert measured_bubble(timeline)["bubble"] == pytest.approx(predicted_bubble(K, M))
+        assert measured_bubble(timeline)["step_s"] == pytest.approx((M + K - 1) * 3.0)
+    for k in range(K):
+        assert max_in_flight(schedule_actions("gpipe", K, M, k)) == M
+        assert max_in_flight(schedule_actions("1f1b", K, M, k)) == min(K - k, M)
+
+
+def test_stage_rule_is_balanced_and_covers_the_chain():
+    assert stage_bounds(4, 4) == [0, 2, 3, 4, 6]   # embedding+block | block | block | block+head
+    assert stage_bounds(4, 2) == [0, 3, 6]
+    assert stage_bounds(5, 2) == [0, 4, 7]         # the extra block goes to the earlier stage
+    for L in range(1, 9):
+        for K in range(1, L + 1):
+            b = stage_bounds(L, K)
+            blocks = [b[k + 1] - b[k] - (k == 0) - (k == K - 1) for k in range(K)]
+            assert b[0] == 0 and b[-1] == L + 2 and max(blocks) - min(blocks) <= 1 and min(blocks) >= 1
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(schedule="zigzag"), "unknown schedule"),
+    (dict(schedule="naive", micro_batches=4), "naive schedule"),
+    (dict(micro_batches=3, batch_size=8), "does not split"),
+    (dict(stages=5), "at least one block"),
+    (dict(stages=0), "stages must be"),
+    (dict(engine="torch", recompute=True), "without recomputation"),
+    (dict(engine="torch", schedule="1f1b", stages=4, micro_batches=2), "micro_batches >= stages"),
+    (dict(device_time_s=(0.1,)), "device_time_s"),
+])
+def test_bad_input_fails_with_one_clear_error(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        PipeSpec(**kwargs)
+
+
+def test_too_few_ranks_fails_before_launch():
+    with pytest.raises(ValueError, match="4 stages need 4 ranks"):
+        run_pipeline([PipeSpec(stages=4, device_time_s=None)], world_size=2)
+
+
+
+def test_bubble_explorer_builds_a_widget():
+    widgets = pytest.importorskip("ipywidgets")
+    from playground.pipeline_report import bubble_explorer
+    assert isinstance(bubble_explorer(), widgets.VBox)
