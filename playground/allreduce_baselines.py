@@ -20,21 +20,10 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from playground.ring import _flat, ring_bytes_sent, shard_bounds
+from playground.ring import _flat, group_members, ring_bytes_sent, shard_bounds
 
 __all__ = ["parameter_server_all_reduce", "sharded_parameter_server_all_reduce",
            "tree_all_reduce", "sent_bytes", "tree_children"]
-
-
-def _members(group):
-    n = dist.get_world_size(group)
-    position = dist.get_rank(group)
-    if position < 0:
-        raise ValueError("this rank is not a member of the group it was asked to reduce over")
-
-    def global_rank(p):
-        return p if group is None else dist.get_global_rank(group, p)
-    return position, n, global_rank
 
 
 def _check_position(value, n, name):
@@ -52,7 +41,7 @@ def _wait(ops):
 def parameter_server_all_reduce(tensor: torch.Tensor, server: int = 0, group=None) -> torch.Tensor:
     """In-place SUM through one server rank: push to the server, it reduces, it pushes back."""
     flat = _flat(tensor, "parameter_server_all_reduce")
-    position, n, global_rank = _members(group)
+    position, n, global_rank = group_members(group)
     _check_position(server, n, "server")
     if n == 1 or flat.numel() == 0:
         return tensor
@@ -77,7 +66,7 @@ def sharded_parameter_server_all_reduce(tensor: torch.Tensor, servers: int | Non
     pushes it back to everyone.
     """
     flat = _flat(tensor, "sharded_parameter_server_all_reduce")
-    position, n, global_rank = _members(group)
+    position, n, global_rank = group_members(group)
     servers = n if servers is None else servers
     if isinstance(servers, bool) or not isinstance(servers, int) or not 1 <= servers <= n:
         raise ValueError(f"servers must be an integer between 1 and the group size {n}, "
@@ -128,7 +117,7 @@ def tree_children(v: int, n: int) -> list[int]:
 def tree_all_reduce(tensor: torch.Tensor, root: int = 0, group=None) -> torch.Tensor:
     """In-place SUM: reduce to ``root`` up a binomial tree, then broadcast back down it."""
     flat = _flat(tensor, "tree_all_reduce")
-    position, n, global_rank = _members(group)
+    position, n, global_rank = group_members(group)
     _check_position(root, n, "root")
     if n == 1 or flat.numel() == 0:
         return tensor

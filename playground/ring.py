@@ -79,8 +79,8 @@ def _flat(tensor, name: str) -> torch.Tensor:
     return tensor.view(-1)
 
 
-def _ring(group):
-    """(position, n, global rank on the right, global rank on the left) in ``group``'s ring."""
+def group_members(group):
+    """(this rank's position in ``group``, the group's size, position -> global rank)."""
     n = dist.get_world_size(group)
     position = dist.get_rank(group)
     if position < 0:
@@ -88,6 +88,12 @@ def _ring(group):
 
     def global_rank(p):
         return p if group is None else dist.get_global_rank(group, p)
+    return position, n, global_rank
+
+
+def _ring(group):
+    """(position, n, global rank on the right, global rank on the left) in ``group``'s ring."""
+    position, n, global_rank = group_members(group)
     return position, n, global_rank((position + 1) % n), global_rank((position - 1) % n)
 
 
