@@ -40,6 +40,7 @@ __all__ = ["run", "cli", "device", "torchrun_world_size", "is_main_process", "La
 
 DEFAULT_TIMEOUT_S = 120.0
 _POLL_S = 0.05
+_RANK_TIMEOUT_GRACE_S = 10.0
 
 
 class LaunchError(RuntimeError):
@@ -129,10 +130,13 @@ def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, 
         torch.set_num_threads(1)
         if backend == "nccl":
             torch.cuda.set_device(rank % torch.cuda.device_count())
+        # The ranks' own timeouts outlast the launcher's deadline, so that a hang is reported
+        # once, by the parent, as a timeout (not as a peer's "timed out waiting for recv").
+        grace = datetime.timedelta(seconds=timeout_s + _RANK_TIMEOUT_GRACE_S)
         store = dist.TCPStore("127.0.0.1", store_port, world_size + 1, is_master=False,
-                              timeout=datetime.timedelta(seconds=timeout_s))
+                              timeout=grace)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=timeout_s))
+                                timeout=grace)
         value = fn(rank, world_size, *args)
         sys.stdout.flush()
         dist.destroy_process_group()

@@ -175,4 +175,4 @@ def explorer():
             plt.close(fig)
 
     w.interactive_output(update, controls)
-    display(w.HBox([w.VBox(list(controls.values())), out]))
+    return w.HBox([w.VBox(list(controls.values())), out])  # a cell's last value: JupyterLab shows it
