@@ -8,7 +8,6 @@ STAMP := $(VENV)/.installed
 CHAPTERS := $(wildcard chapters/*.ipynb)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 export PYTHONHASHSEED := 0
-export MPLBACKEND := Agg
 
 .PHONY: venv book test test-python test-notebooks test-build test-browser lab figures execute clean
 

@@ -111,6 +111,7 @@ def bubble_explorer():
     """An interactive view of the ideal GPipe step as K and M change (JupyterLab; ipywidgets)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
+    from IPython.display import display
 
     from playground.figures.pipeline import draw_gantt
 
@@ -126,7 +127,8 @@ def bubble_explorer():
             ax.set_title(f"{schedule}, K={K}, M={M}: bubble (K-1)/(M+K-1) = "
                          f"{predicted_bubble(K, M):.3f} (simulated "
                          f"{measured_bubble(timeline)['bubble']:.3f})")
-            plt.show(fig)
+            display(fig)
+            plt.close(fig)
 
     controls = widgets.interactive(show, K=widgets.IntSlider(4, 1, 8, description="K stages"),
                                    M=widgets.IntSlider(4, 1, 32, description="M micro"),
