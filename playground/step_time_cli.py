@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from playground import capacity_plan
+from playground import capacity_plan, capacity_plan_cli
 from playground.capacity_plan import PlanError
 from playground.step_time import Cluster, Layout, Model, predict
 
@@ -40,7 +40,7 @@ def _int(opts, name, default=None):
     if raw is None:
         return default
     try:
-        value = capacity_plan._parse_number(str(raw))
+        value = capacity_plan_cli.parse_number(str(raw))
     except PlanError as e:
         raise PlanError(f"--{name}: {e}") from None
     if value != int(value) or value < 1:
@@ -52,15 +52,15 @@ def _from_args(opts):
     layers, hidden, heads = (_int(opts, k) for k in ("layers", "hidden", "heads"))
     if None in (layers, hidden, heads):
         raise PlanError("the step-time model needs the architecture: give --layers, --hidden and --heads")
-    params = capacity_plan._parse_number(opts.params) if getattr(opts, "params", None) else None
+    params = capacity_plan_cli.parse_number(opts.params) if getattr(opts, "params", None) else None
     model = Model(layers, hidden, heads, _int(opts, "vocab", capacity_plan.DEFAULT_VOCAB),
                   _int(opts, "seq-len", capacity_plan.DEFAULT_SEQ_LEN), _int(opts, "ffn"),
                   _int(opts, "kv-heads"), bool(getattr(opts, "gated_mlp", False)), params)
-    gbs = lambda k: capacity_plan._parse_number(getattr(opts, k)) * 1e9 if getattr(opts, k, None) else None  # noqa: E731
+    gbs = lambda k: capacity_plan_cli.parse_number(getattr(opts, k)) * 1e9 if getattr(opts, k, None) else None  # noqa: E731
     cluster = Cluster.of(opts.gpu, _int(opts, "gpus-per-node"), gbs("nvlink_gbs"), gbs("network_gbs"))
     seqs = _int(opts, "global-batch")
     if seqs is None:
-        tokens = capacity_plan._parse_number(opts.global_batch_tokens) if opts.global_batch_tokens else \
+        tokens = capacity_plan_cli.parse_number(opts.global_batch_tokens) if opts.global_batch_tokens else \
             capacity_plan.DEFAULT_GLOBAL_BATCH
         seqs = max(1, int(tokens // model.seq_len))
     if opts.zero_stage not in ("0", "1", "2", "3"):
@@ -90,7 +90,7 @@ def predict_from_args(opts) -> dict:
 
 
 def _parser():
-    p = capacity_plan._parser()
+    p = capacity_plan_cli.planner_parser()
     p.prog = "python -m playground.step_time"
     p.description = "Predicted step time of a parallel layout (or --search for the best layouts)."
     return add_layout_arguments(p)
@@ -113,7 +113,7 @@ def report(r: dict) -> str:
 
 def main(argv=None) -> int:
     try:
-        argv = capacity_plan._glue_negative_values(list(sys.argv[1:] if argv is None else argv))
+        argv = capacity_plan_cli.glue_negative_values(list(sys.argv[1:] if argv is None else argv))
         opts = _parser().parse_args(argv)
         result = predict_from_args(opts)
     except PlanError as e:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from playground import capacity_plan
+from playground import capacity_plan, capacity_plan_cli
 from playground.capacity_plan import PlanError
 from playground.layout_search import search
 from playground.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, OTHER_LAYOUTS
@@ -160,7 +160,7 @@ def test_cli_search_ranks_layouts():
 
 def test_layout_flags_plug_into_the_planners_parser():
     from playground.step_time import add_layout_arguments, predict_from_args
-    parser = add_layout_arguments(capacity_plan._parser())  # --micro-batch-size is the planner's own
+    parser = add_layout_arguments(capacity_plan_cli.planner_parser())  # --micro-batch-size is the planner's own
     opts = parser.parse_args([*ARCH, "--recompute", "full", "--gpus", "1536", "--tp", "8", "--pp", "8",
                               "--micro-batch-size", "2"])
     r = predict_from_args(opts)
