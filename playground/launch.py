@@ -18,6 +18,8 @@ Design choices, each for a reason a reader will meet:
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import datetime
 import importlib
 import multiprocessing as mp
@@ -334,22 +336,25 @@ def _run_as_torchrun_rank(fn, world_size: int, args, timeout_s: float) -> list:
         raise LaunchError(f"under torchrun the world size is {given} (--nnodes x --nproc-per-node); "
                           f"{fn.__qualname__} asked for {world_size}")
     rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", 0))
-    owns_group = not dist.is_initialized()
-    if owns_group:
+    if not dist.is_initialized():
+        # Join once per process and stay joined: a demo's report may launch further runs, and
+        # re-joining torchrun's store after leaving it is not supported.
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl":
             torch.cuda.set_device(local_rank)
         else:
             torch.set_num_threads(1)
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
-    try:
-        value = fn(rank, world_size, *args)
-        gathered = [None] * world_size
-        dist.all_gather_object(gathered, value)
-    finally:
-        if owns_group:
-            dist.destroy_process_group()
+        atexit.register(_leave_group)
+    value = fn(rank, world_size, *args)
+    gathered = [None] * world_size
+    dist.all_gather_object(gathered, value)
     return gathered
+
+
+def _leave_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def _importable(fn):
@@ -383,6 +388,10 @@ def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
     except LaunchError as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         raise SystemExit(2) from None
-    if report is not None and is_main_process():
-        report(values)
+    if report is not None:
+        # Under torchrun every rank runs the report (it may launch further collective runs,
+        # which need the whole job), but only rank 0's output is shown.
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(
+                sys.stdout if is_main_process() else sink):
+            report(values)
     return values

@@ -27,3 +27,13 @@ def test_a_benchmark_under_torchrun_uses_the_job_as_its_ranks():
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)          # one JSON object: only rank 0 printed
     assert result["nproc"] == 2 and result["provenance"]["backend"] == "gloo"
+
+
+def test_a_demo_whose_report_launches_more_runs_under_torchrun():
+    """systems_map's report runs further collective jobs: every rank must take part in them."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
+                          "-m", "playground.systems_map"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("TP + SP        measured") == 1 and "DIFFERENT" not in out.stdout
