@@ -95,25 +95,26 @@ def systems_map_figure():
             "L": (COLORS[5], "split by layer")}
     kinds = ["parameters", "gradients", "optimizer", "activations"]
     rows = list(STATE_LAYOUT)
-    fig, ax = new_figure(width=10.5, height=4.6)
+    fig, ax = new_figure(width=11.5, height=4.6)
+    pitch, cell = 1.25, 1.2  # wide cells: their labels must fit inside
     for i, name in enumerate(rows):
         y = len(rows) - 1 - i
         for j, kind in enumerate(kinds):
             code = STATE_LAYOUT[name][kind]
-            ax.add_patch(Rectangle((j, y), 0.95, 0.85, color=fill[code][0]))
+            ax.add_patch(Rectangle((j * pitch, y), cell, 0.85, color=fill[code][0]))
             label = fill[code][1]
             if code == "P" and name == "EP":
                 label = "experts sharded,\nthe rest replicated"
             elif code == "P" and kind == "activations":
                 label = "in attn/MLP ÷ t,\nat boundaries whole"
-            ax.text(j + 0.475, y + 0.42, label, ha="center", va="center", fontsize=7)
+            ax.text(j * pitch + cell / 2, y + 0.42, label, ha="center", va="center", fontsize=7)
         ax.text(-0.1, y + 0.42, name, ha="right", va="center", fontsize=10, weight="bold")
-        ax.text(4.1, y + 0.42, collective[name], ha="left", va="center", fontsize=9)
+        ax.text(4 * pitch + 0.1, y + 0.42, collective[name], ha="left", va="center", fontsize=9)
     for j, kind in enumerate(kinds):
-        ax.text(j + 0.475, len(rows) + 0.1, kind, ha="center", va="bottom", fontsize=10)
-    ax.text(4.1, len(rows) + 0.1, "collective (bytes per rank per step) · usual link",
+        ax.text(j * pitch + cell / 2, len(rows) + 0.1, kind, ha="center", va="bottom", fontsize=10)
+    ax.text(4 * pitch + 0.1, len(rows) + 0.1, "collective (bytes per rank per step) · usual link",
             ha="left", va="bottom", fontsize=10)
-    ax.set_xlim(-1.6, 9.6)
+    ax.set_xlim(-1.6, 10.6)
     ax.set_ylim(-0.2, len(rows) + 0.7)
     ax.axis("off")
     ax.grid(False)
