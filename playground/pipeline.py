@@ -1,7 +1,8 @@
 """Pipeline parallelism from scratch: the shared model cut into K stages, one per rank.
 
-Stage k holds ``model.layers[bounds[k]:bounds[k+1]]`` (``pipeline_schedules.stage_bounds``).  A
-training step runs the stage's action list (naive, GPipe or 1F1B) for real: forwards receive
+Stage k holds ``model.layers[bounds[k]:bounds[k+1]]`` (``pipeline_schedules.stage_bounds``); with
+the interleaved schedule the chain is cut into K·V pieces and rank k holds pieces k, k+K, ...
+A training step runs the stage's action list (naive, GPipe, 1F1B, interleaved) for real: forwards receive
 the previous stage's activation, backwards receive the next stage's activation-gradient
 (``pipeline_comm``), gradients of the M micro-batches accumulate, and one optimizer step ends it.
 The result is the same step as single-process training on the whole batch (checked in the tests).
@@ -32,8 +33,9 @@ from playground.launch import cli, device, run
 from playground.memory import SavedActivations, storage_bytes
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
 from playground.pipeline_comm import StageLink, boundary_shapes
-from playground.pipeline_schedules import (check_schedule_args, measured_bubble, schedule_actions,
-                                           stage_bounds)
+from playground.pipeline_schedules import (action_chunk, check_schedule_args, measured_bubble,
+                                           schedule_actions, stage_bounds)
+from playground.pipeline_torch import make_groups, run_torch_schedule
 
 __all__ = ["PipeSpec", "DEFAULT_DEVICE_TIME_S", "pipeline_worker", "run_pipeline", "stage_of"]
 
@@ -50,6 +52,7 @@ class PipeSpec:
     schedule: str = "gpipe"
     stages: int = 4                       # K
     micro_batches: int = 8                # M
+    chunks: int = 1                       # V, model chunks per rank (interleaved schedule only)
     batch_size: int = 8                   # B, examples in the mini-batch
     recompute: bool = False               # keep only each stage's input; re-run forward in backward
     device_time_s: tuple | str | None = "auto"
@@ -63,16 +66,16 @@ class PipeSpec:
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self):
-        check_schedule_args(self.schedule, self.stages, self.micro_batches)
-        stage_bounds(self.cfg.n_layers, self.stages)
+        check_schedule_args(self.schedule, self.stages, self.micro_batches, self.chunks)
+        stage_bounds(self.cfg.n_layers, self.stages * self.chunks)
         if self.batch_size < 1 or self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size={self.batch_size} does not split into "
                              f"micro_batches={self.micro_batches} equal micro-batches")
         if self.engine not in ("playground", "torch"):
             raise ValueError(f"engine must be 'playground' or 'torch', got {self.engine!r}")
         if self.engine == "torch" and (self.recompute or self.schedule == "naive"):
-            raise ValueError("engine='torch' runs torch.distributed.pipelining's ScheduleGPipe "
-                             "or Schedule1F1B, without recomputation")
+            raise ValueError("engine='torch' runs torch.distributed.pipelining's ScheduleGPipe, "
+                             "Schedule1F1B or ScheduleInterleaved1F1B, without recomputation")
         if self.engine == "torch" and self.schedule == "1f1b" and self.micro_batches < self.stages:
             raise ValueError(f"torch's Schedule1F1B needs micro_batches >= stages, got "
                              f"M={self.micro_batches} < K={self.stages} (this package's 1f1b has "
@@ -89,11 +92,11 @@ def stage_of(model: nn.Module, bounds: list[int], k: int) -> nn.Sequential:
     return nn.Sequential(*model.layers[bounds[k]:bounds[k + 1]])
 
 
-def _stage_state(model, bounds, k, what: str) -> dict:
-    """{global parameter name: tensor} of stage k's parameters (``what``: 'grad' or 'param')."""
+def _stage_state(model, bounds, pieces, what: str) -> dict:
+    """{global parameter name: tensor} of the given pieces' parameters ('grad' or 'param')."""
     out = {}
     for name, p in model.named_parameters():
-        if bounds[k] <= int(name.split(".")[1]) < bounds[k + 1]:
+        if any(bounds[c] <= int(name.split(".")[1]) < bounds[c + 1] for c in pieces):
             t = p.grad if what == "grad" else p
             out[name] = None if t is None else t.detach().clone().cpu()
     return out
@@ -116,13 +119,15 @@ class _Clock:
             torch.cuda.synchronize(self.dev)  # the event ends when the device is done
         return time.perf_counter() - self.t0
 
-    def pad(self, started: float, op: str, examples: int, recompute: bool) -> float:
-        """Sleep until the action has lasted its emulated device time; return its end."""
+    def pad(self, started: float, op: str, examples: int, recompute: bool, share: float = 1.0) -> float:
+        """Sleep until the action has lasted its emulated device time; return its end.
+
+        ``share``: the part of the stage the action runs (1/V for one of V chunks)."""
         end = self.now()
         if self.per_example is None:
             return end
         f, b = self.per_example
-        due = started + examples * (f if op == "F" else b + (f if recompute else 0.0))
+        due = started + share * examples * (f if op == "F" else b + (f if recompute else 0.0))
         if end > due:
             self.overruns += 1  # real compute took longer than the emulated device time
             return end
@@ -131,117 +136,95 @@ class _Clock:
 
 
 def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
-    """Stage k's part of one step with this package's own schedule."""
-    K, M = spec.stages, spec.micro_batches
-    first, last = k == 0, k == K - 1
-    stage = stage_of(model, bounds, k)
-    params = list(stage.parameters())
+    """Rank k's part of one step with this package's own schedule.
+
+    The rank holds V pieces of the chain (V = 1 but for the interleaved schedule): piece
+    c = v·K + k receives from the rank of piece c-1 and sends to the rank of piece c+1."""
+    K, M, V = spec.stages, spec.micro_batches, spec.chunks
+    pieces = [v * K + k for v in range(V)]
+    first, last = 0, K * V - 1                      # the pieces that read tokens / compute the loss
+    chunk = [stage_of(model, bounds, c) for c in pieces]
+    params = [p for module in chunk for p in module.parameters()]
     inputs = [t.clone() for t in batch[0].chunk(M)]
     targets = [t.clone() for t in batch[1].chunk(M)]
     key = (spec.cfg, spec.dtype, tuple(bounds), tuple(inputs[0].shape))
     if key not in _SHAPES:  # inferred once per process: the first meta run costs ~1 s
         _SHAPES[key] = boundary_shapes(model.layers, bounds, inputs[0]) + [(None, None)]
     shapes = _SHAPES[key]
-    link = StageLink(prev=None if first else k - 1, next=None if last else k + 1,
-                     in_shape=shapes[k][0], in_dtype=shapes[k][1],
-                     out_shape=shapes[k + 1][0], out_dtype=shapes[k + 1][1], device=dev)
+    links = [StageLink(prev=None if c == first else (c - 1) % K,
+                       next=None if c == last else (c + 1) % K,
+                       in_shape=shapes[c][0], in_dtype=shapes[c][1],
+                       out_shape=shapes[c + 1][0], out_dtype=shapes[c + 1][1], device=dev)
+             for c in pieces]
     clock = _Clock(dev, spec.device_time_s, spec.batch_size)
     flops = {"F": 0, "B": 0}
-    events, saved, kept, stash = [], [], [], {}
+    events, saved, kept, stash = [], [], {}, {}
     live = peak = 0
     loss_total = torch.zeros((), device=dev)
 
-    def forward(x, m):
-        y = stage(x)
-        return loss_fn(y, targets[m]) / M if last else y  # 1/M: the mean over the whole batch
+    def forward(x, m, v):
+        y = chunk[v](x)
+        return loss_fn(y, targets[m]) / M if pieces[v] == last else y  # 1/M: mean over the batch
 
     with comm.count() as moved:
         dist.barrier()
         clock.start()
-        for op, m in schedule_actions(spec.schedule, K, M, k):
+        for action in schedule_actions(spec.schedule, K, M, k, V):
+            op, m, v = action[0], action[1], action_chunk(action)
+            is_first, is_last, link = pieces[v] == first, pieces[v] == last, links[v]
             counter = FlopCounterMode(display=False) if spec.count_flops else nullcontext()
             if op == "F":
-                x = inputs[m] if first else link.recv_activation()
-                if not first and not spec.recompute:
+                x = inputs[m] if is_first else link.recv_activation()
+                if not is_first and not spec.recompute:
                     x.requires_grad_()
                 started = clock.now()
                 held = SavedActivations(exclude=params)  # its __enter__ returns None
                 with counter, held, torch.no_grad() if spec.recompute else nullcontext():
-                    y = forward(x, m)
-                ended = clock.pad(started, op, x.shape[0], spec.recompute)
-                if last:
+                    y = forward(x, m, v)
+                ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
+                if is_last:
                     loss_total += y.detach()
                 else:
                     link.send_activation(y)
-                stash[m] = (x, None if spec.recompute else y)
+                stash[m, v] = (x, None if spec.recompute else y)
                 saved.append(held.bytes)
-                kept.append(storage_bytes([x]) if spec.recompute else held.bytes)
-                live += kept[-1]
+                kept[m, v] = storage_bytes([x]) if spec.recompute else held.bytes
+                live += kept[m, v]
                 peak = max(peak, live)
             else:
-                g = None if last else link.recv_grad()
-                x, y = stash.pop(m)
+                g = None if is_last else link.recv_grad()
+                x, y = stash.pop((m, v))
                 started = clock.now()
                 with counter:
                     if spec.recompute:
-                        x = x.detach().requires_grad_(not first)
+                        x = x.detach().requires_grad_(not is_first)
                         held = SavedActivations(exclude=params)
                         with held:
-                            y = forward(x, m)
+                            y = forward(x, m, v)
                         peak = max(peak, live + held.bytes)  # one micro-batch, materialised again
                     torch.autograd.backward(y, g)
-                ended = clock.pad(started, op, x.shape[0], spec.recompute)
-                if not first:
+                ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
+                if not is_first:
                     link.send_grad(x.grad)
-                live -= kept[m]
+                live -= kept[m, v]
             if spec.count_flops:
                 flops[op] += counter.get_total_flops()
-            events.append((op, m, started, ended))
-        link.drain()
+            events.append((op, m, started, ended) + tuple(action[2:]))
+        for link in links:
+            link.drain()
     torch.optim.SGD(params, lr=spec.lr).step()  # grads were None before the step, as in train_step
-    return {"events": events, "saved_bytes": saved, "kept_bytes": kept, "peak_bytes": peak,
-            "overruns": clock.overruns, "emulated": clock.per_example is not None,
+    return {"events": events, "saved_bytes": saved, "kept_bytes": list(kept.values()),
+            "peak_bytes": peak, "overruns": clock.overruns, "emulated": clock.per_example is not None,
             "flops": flops, "traffic": moved.summary(),
-            "loss": loss_total.item() if last else None}
+            "loss": loss_total.item() if last in pieces else None}
 
 
-def _run_torch_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
-    """Stage k's part of one step with ``torch.distributed.pipelining`` on the same stage."""
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-    K = spec.stages
-    stage = PipelineStage(stage_of(model, bounds, k), k, K, dev, group=_group(K))
-    cls = ScheduleGPipe if spec.schedule == "gpipe" else Schedule1F1B
-    schedule = cls(stage, n_microbatches=spec.micro_batches, loss_fn=loss_fn)
-    losses: list = []
-    dist.barrier()
-    if k == 0 and k == K - 1:
-        schedule.step(batch[0], target=batch[1], losses=losses)
-    elif k == 0:
-        schedule.step(batch[0])
-    elif k == K - 1:
-        schedule.step(target=batch[1], losses=losses)
-    else:
-        schedule.step()
-    torch.optim.SGD(stage.submod.parameters(), lr=spec.lr).step()
-    return {"loss": torch.stack(losses).mean().item() if losses else None}
-
-
-_GROUPS: dict = {}
 _SHAPES: dict = {}
-
-
-def _group(stages: int):
-    """Process group of ranks 0..K-1 (None = the whole world when it has exactly K ranks)."""
-    if stages == dist.get_world_size():
-        return None
-    return _GROUPS[stages]
 
 
 def pipeline_worker(rank: int, world_size: int, specs: list[PipeSpec]) -> list[dict | None]:
     """Run every spec in order on this rank; ranks >= K of a spec only join its start barrier."""
-    for K in sorted({s.stages for s in specs if s.engine == "torch"}):
-        if K < world_size:  # created collectively, by every rank, in the same order
-            _GROUPS[K] = dist.new_group(list(range(K)))
+    make_groups([s.stages for s in specs if s.engine == "torch"], world_size)
     dev = device()
     results: list[dict | None] = []
     for spec in specs:
@@ -253,12 +236,16 @@ def pipeline_worker(rank: int, world_size: int, specs: list[PipeSpec]) -> list[d
             continue
         model = build_model(spec.cfg, spec.seed, dtype=spec.dtype, device=dev)
         batch = tuple(t.to(dev) for t in synthetic_batch(spec.cfg, spec.batch_size, spec.step, spec.seed))
-        bounds = stage_bounds(spec.cfg.n_layers, spec.stages)
-        runner = _run_torch_schedule if spec.engine == "torch" else _run_schedule
-        out = runner(spec, rank, model, bounds, batch, dev)
+        bounds = stage_bounds(spec.cfg.n_layers, spec.stages * spec.chunks)
+        pieces = [v * spec.stages + rank for v in range(spec.chunks)]
+        if spec.engine == "torch":
+            out = run_torch_schedule(spec, rank, [stage_of(model, bounds, c) for c in pieces],
+                                     batch, dev)
+        else:
+            out = _run_schedule(spec, rank, model, bounds, batch, dev)
         if spec.keep_state:
-            out["grads"] = _stage_state(model, bounds, rank, "grad")
-            out["params"] = _stage_state(model, bounds, rank, "param")
+            out["grads"] = _stage_state(model, bounds, pieces, "grad")
+            out["params"] = _stage_state(model, bounds, pieces, "param")
         results.append(out)
     return results
 

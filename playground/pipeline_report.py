@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from playground.model import build_model, synthetic_batch, train_step
+from playground.model import ModelConfig, build_model, synthetic_batch, train_step
 from playground.pipeline import PipeSpec
 from playground.pipeline_schedules import predicted_bubble, simulate, measured_bubble
 
@@ -36,26 +36,31 @@ def reference_step(spec: PipeSpec) -> dict:
 
 
 def timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3,
-                 device_time_s="auto", **kw) -> list[PipeSpec]:
-    """Every (schedule, K, M) once per repetition, repetitions interleaved (noise hits all alike)."""
+                 device_time_s="auto", chunks: int = 1, **kw) -> list[PipeSpec]:
+    """Every (schedule, K, M) once per repetition, repetitions interleaved (noise hits all alike).
+
+    ``chunks`` applies to the interleaved schedule (the others run one chunk); the model gets
+    enough blocks for every rank to hold ``chunks`` of them unless ``cfg`` is given."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if "cfg" not in kw:
+        kw["cfg"] = ModelConfig(n_layers=max([4] + [K * chunks for K in stages]))
     return [PipeSpec(s, stages=K, micro_batches=M, batch_size=max(8, M), step=r,
-                     device_time_s=device_time_s, **kw)
+                     device_time_s=device_time_s, chunks=chunks if s == "interleaved" else 1, **kw)
             for r in range(repeats) for K in stages for M in micro_batches for s in schedules]
 
 
 def bubble_rows(records) -> list[dict]:
-    """Median measured bubble per (schedule, K, M) beside (K-1)/(M+K-1) and their ratio."""
+    """Median measured bubble per (schedule, K, M, V) beside (K-1)/(V·M+K-1) and their ratio."""
     groups: dict = {}
     for rec in records:
         s = rec["spec"]
-        groups.setdefault((s.schedule, s.stages, s.micro_batches), []).append(rec)
+        groups.setdefault((s.schedule, s.stages, s.micro_batches, s.chunks), []).append(rec)
     rows = []
-    for (schedule, K, M), recs in groups.items():
+    for (schedule, K, M, V), recs in groups.items():
         measured = statistics.median(r["bubble"] for r in recs)
-        formula = predicted_bubble(K, M)
-        rows.append({"schedule": schedule, "K": K, "M": M, "measured": round(measured, 4),
+        formula = predicted_bubble(K, M, V)
+        rows.append({"schedule": schedule, "K": K, "M": M, "V": V, "measured": round(measured, 4),
                      "formula": round(formula, 4), "ratio": round(measured / formula, 3),
                      "step_s": round(statistics.median(r["step_s"] for r in recs), 4),
                      "repeats": len(recs),
@@ -80,7 +85,8 @@ def check_equal(records, against_torch=None) -> list[str]:
             torch.testing.assert_close(rec["grads"][name], ref["grads"][name])
             torch.testing.assert_close(rec["params"][name], ref["params"][name])
         what = "torch.distributed.pipelining" if spec.engine == "torch" else "from scratch"
-        line = (f"{spec.schedule:5s} K={spec.stages} M={spec.micro_batches}"
+        chunks = f" V={spec.chunks}" if spec.chunks > 1 else ""
+        line = (f"{spec.schedule:5s} K={spec.stages} M={spec.micro_batches}{chunks}"
                 f"{' recompute' if spec.recompute else ''} ({what}): gradients and parameters "
                 f"equal single-process full-batch training")
         other = (against_torch or {}).get((spec.schedule, spec.stages, spec.micro_batches))
@@ -117,32 +123,40 @@ def bubble_explorer():
 
     out = widgets.Output()
 
-    def show(K, M, schedule):
-        timeline = simulate(schedule, K, M, 1.0, 2.0)
+    def show(K, M, schedule, V):
+        V = V if schedule == "interleaved" else 1
         with out:
             out.clear_output(wait=True)
+            try:
+                timeline = simulate(schedule, K, M, 1.0, 2.0, chunks=V)
+            except ValueError as err:  # e.g. interleaved with M not a multiple of K
+                print(err)
+                return
             fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * K), layout="constrained")
             draw_gantt(ax, timeline)
             ax.set_xlabel("time (units of t_f; t_b = 2 t_f)")
-            ax.set_title(f"{schedule}, K={K}, M={M}: bubble (K-1)/(M+K-1) = "
-                         f"{predicted_bubble(K, M):.3f} (simulated "
+            ax.set_title(f"{schedule}, K={K}, M={M}, V={V}: bubble (K-1)/(V·M+K-1) = "
+                         f"{predicted_bubble(K, M, V):.3f} (simulated "
                          f"{measured_bubble(timeline)['bubble']:.3f})")
             display(fig)
             plt.close(fig)
 
     controls = widgets.interactive(show, K=widgets.IntSlider(4, 1, 8, description="K stages"),
                                    M=widgets.IntSlider(4, 1, 32, description="M micro"),
-                                   schedule=widgets.ToggleButtons(options=["gpipe", "1f1b"]))
+                                   schedule=widgets.ToggleButtons(options=["gpipe", "1f1b",
+                                                                           "interleaved"]),
+                                   V=widgets.IntSlider(2, 2, 4, description="V chunks"))
     return widgets.VBox([controls, out])
 
 
 def print_bubble_table(rows) -> None:
     """The bubble sweep as a table: measured median, formula, ratio, step time vs (M+K-1)/M·T."""
-    print(f"{'schedule':8s} {'K':>2s} {'M':>2s} {'measured':>9s} {'formula':>8s} {'ratio':>6s} "
-          f"{'step (ms)':>10s} {'overruns':>8s}")
-    for r in sorted(rows, key=lambda r: (r["schedule"] != "gpipe", r["K"], r["M"])):
-        print(f"{r['schedule']:8s} {r['K']:2d} {r['M']:2d} {r['measured']:9.3f} {r['formula']:8.3f} "
-              f"{r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {r['overruns']:8d}")
+    print(f"{'schedule':11s} {'K':>2s} {'M':>2s} {'V':>2s} {'measured':>9s} {'formula':>8s} "
+          f"{'ratio':>6s} {'step (ms)':>10s} {'overruns':>8s}")
+    order = {s: i for i, s in enumerate(("gpipe", "1f1b", "interleaved"))}
+    for r in sorted(rows, key=lambda r: (order.get(r["schedule"], 9), r["K"], r["M"], r["V"])):
+        print(f"{r['schedule']:11s} {r['K']:2d} {r['M']:2d} {r['V']:2d} {r['measured']:9.3f} "
+              f"{r['formula']:8.3f} {r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {r['overruns']:8d}")
     print("overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
 
 
@@ -157,3 +171,16 @@ def print_memory_table(records) -> None:
         mine = [r for r in rows if r["stage"] == k]
         print(f"{k:5d} {mine[0]['per_micro_batch'] / 1024:13.1f} "
               + " ".join(f"{r['peak'] / 1024:10.1f}" for r in mine))
+
+
+def print_interleaved_comparison(plain, interleaved) -> None:
+    """Per rank: bytes sent and peak saved activations, 1F1B beside interleaved (same model)."""
+    K, V = interleaved["spec"].stages, interleaved["spec"].chunks
+    for k in range(K):
+        a, b = plain["stages"][k], interleaved["stages"][k]
+        pieces = [v * K + k for v in range(V)]
+        crossings = sum((c < K * V - 1) + (c > 0) for c in pieces)
+        print(f"rank {k}: sends {a['traffic']['sent_bytes']:6d} B -> {b['traffic']['sent_bytes']:6d} B "
+              f"({b['traffic']['sent_bytes'] / a['traffic']['sent_bytes']:.1f}x; its pieces "
+              f"{pieces} cross {crossings} boundary directions, 1F1B's stage {(k < K - 1) + (k > 0)}); "
+              f"peak saved {a['peak_bytes'] / 1024:.0f} KiB -> {b['peak_bytes'] / 1024:.0f} KiB")

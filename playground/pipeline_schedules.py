@@ -5,28 +5,43 @@ actions ``("F", m)`` (forward of micro-batch m) and ``("B", m)`` (its backward).
 alone we can predict a step (``simulate``), count how many micro-batches a stage holds at once
 (``max_in_flight``), and, given measured events, compute the bubble (``measured_bubble``).
 
-Symbols used throughout the chapter: K stages, M micro-batches per step, t_f and t_b the time one
-stage needs for the forward and the backward of one micro-batch.
+The interleaved schedule gives each rank V *chunks* (virtual stages) of the model instead of one
+slice: the chain is cut into K·V pieces and rank k holds pieces k, k+K, ..., k+(V-1)K.  Its
+actions carry the chunk too: ``("F", m, v)`` and ``("B", m, v)``.
+
+Symbols used throughout the chapter: K stages, M micro-batches per step, V chunks per rank, t_f and
+t_b the time one stage needs for the forward and the backward of one micro-batch.
 """
 
 from __future__ import annotations
 
-SCHEDULES = ("naive", "gpipe", "1f1b")
+SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved")
 
-__all__ = ["SCHEDULES", "stage_bounds", "schedule_actions", "max_in_flight", "simulate",
-           "predicted_bubble", "measured_bubble", "check_schedule_args"]
+__all__ = ["SCHEDULES", "stage_bounds", "schedule_actions", "action_chunk", "max_in_flight",
+           "simulate", "predicted_bubble", "measured_bubble", "check_schedule_args"]
 
 
-def check_schedule_args(schedule: str, stages: int, micro_batches: int) -> None:
+def check_schedule_args(schedule: str, stages: int, micro_batches: int, chunks: int = 1) -> None:
     """One clear ``ValueError`` for a schedule request that cannot run."""
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
-    for name, value in (("stages", stages), ("micro_batches", micro_batches)):
+    for name, value in (("stages", stages), ("micro_batches", micro_batches), ("chunks", chunks)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if schedule == "naive" and micro_batches != 1:
         raise ValueError(f"the naive schedule runs the whole batch at once (micro_batches=1), "
                          f"got micro_batches={micro_batches}; use 'gpipe' or '1f1b' to split it")
+    if schedule != "interleaved" and chunks != 1:
+        raise ValueError(f"only the 'interleaved' schedule gives a rank several chunks, got "
+                         f"chunks={chunks} with {schedule!r}")
+    if schedule == "interleaved":
+        if stages < 2 or chunks < 2:
+            raise ValueError(f"the interleaved schedule needs stages >= 2 and chunks >= 2, got "
+                             f"stages={stages}, chunks={chunks}")
+        if micro_batches % stages:
+            # micro-batches go round the ranks in groups of K; a partial group deadlocks
+            raise ValueError(f"the interleaved schedule needs micro_batches to be a multiple of "
+                             f"stages, got micro_batches={micro_batches}, stages={stages}")
 
 
 def stage_bounds(n_blocks: int, stages: int) -> list[int]:
@@ -52,7 +67,8 @@ def stage_bounds(n_blocks: int, stages: int) -> list[int]:
     return bounds
 
 
-def schedule_actions(schedule: str, stages: int, micro_batches: int, stage: int) -> list[tuple[str, int]]:
+def schedule_actions(schedule: str, stages: int, micro_batches: int, stage: int,
+                     chunks: int = 1) -> list[tuple]:
     """The ordered actions of ``stage`` (0-based) under ``schedule``.
 
     * naive: the whole batch as one micro-batch, forward then backward;
@@ -60,11 +76,14 @@ def schedule_actions(schedule: str, stages: int, micro_batches: int, stage: int)
     * 1f1b: K-1-k warm-up forwards, then alternate one forward and one backward, then drain the
       remaining backwards (Narayanan et al., 2021).  Stage k never holds more than K-k
       micro-batches.
+    * interleaved: 1F1B over the rank's V chunks (``_interleaved_actions``).
     """
-    check_schedule_args(schedule, stages, micro_batches)
+    check_schedule_args(schedule, stages, micro_batches, chunks)
     if not 0 <= stage < stages:
         raise ValueError(f"stage must be in [0, {stages}), got {stage}")
     M = micro_batches
+    if schedule == "interleaved":
+        return _interleaved_actions(stages, M, chunks, stage)
     if schedule in ("naive", "gpipe"):
         return [("F", m) for m in range(M)] + [("B", m) for m in range(M)]
     warmup = min(stages - 1 - stage, M)
@@ -74,24 +93,57 @@ def schedule_actions(schedule: str, stages: int, micro_batches: int, stage: int)
     return actions + [("B", m) for m in range(M - warmup, M)]
 
 
+def _interleaved_actions(K: int, M: int, V: int, k: int) -> list[tuple[str, int, int]]:
+    """Interleaved 1F1B (Narayanan et al., 2021, Sec. 2.2.2) on rank k.
+
+    The rank's M·V (micro-batch, chunk) forwards run in rounds: K micro-batches through chunk 0,
+    the same K through chunk 1, ..., then the next K micro-batches.  Backwards take the same
+    rounds with the chunks in reverse.  Warm-up: enough forwards that the last rank's first
+    backward is ready, 2(K-1-k) + (V-1)K of them (all of them when M = K); then one forward,
+    one backward; then the remaining backwards.
+    """
+    total = M * V
+
+    def forward(i, reverse=False):
+        group, within = divmod(i, K * V)
+        v = within // K
+        return group * K + within % K, V - 1 - v if reverse else v
+
+    warmup = total if M == K else min(total, 2 * (K - 1 - k) + (V - 1) * K)
+    actions = [("F", *forward(i)) for i in range(warmup)]
+    for i in range(total - warmup):
+        actions += [("F", *forward(warmup + i)), ("B", *forward(i, reverse=True))]
+    return actions + [("B", *forward(i, reverse=True)) for i in range(total - warmup, total)]
+
+
+def action_chunk(action: tuple) -> int:
+    """The chunk an action runs on: its third entry, 0 for single-chunk schedules."""
+    return action[2] if len(action) > 2 else 0
+
+
 def max_in_flight(actions) -> int:
-    """Most micro-batches whose forward has run and whose backward has not, at any moment."""
+    """Most micro-batches (with chunks: (micro-batch, chunk) pairs) whose forward has run and
+    whose backward has not, at any moment."""
     live = peak = 0
-    for op, _ in actions:
+    for op, *_ in actions:
         live += 1 if op == "F" else -1
         peak = max(peak, live)
     return peak
 
 
 def simulate(schedule: str, stages: int, micro_batches: int, t_f: float = 1.0, t_b: float = 2.0,
-             t_comm: float = 0.0) -> list[list[tuple[str, int, float, float]]]:
+             t_comm: float = 0.0, chunks: int = 1) -> list[list[tuple]]:
     """Ideal timeline: per stage, ``(op, m, start, end)`` with every action as early as allowed.
 
-    F(m) on stage k waits for F(m) on stage k-1; B(m) on stage k waits for B(m) on stage k+1;
-    each stage runs its actions in schedule order, one at a time; a message takes ``t_comm``.
+    Number the chain's pieces c = v·K + k (piece c on rank c mod K; c = k without chunks).
+    F(m) on piece c waits for F(m) on piece c-1; B(m) on piece c waits for B(m) on piece c+1 (or
+    F(m) on the last piece); each rank runs its actions in schedule order, one at a time; a
+    message takes ``t_comm``.  A chunk's action lasts 1/V of the stage's t_f or t_b, and the
+    interleaved schedule's events carry the chunk as a fifth entry.
     """
-    K = stages
-    actions = [schedule_actions(schedule, K, micro_batches, k) for k in range(K)]
+    K, V = stages, chunks
+    actions = [schedule_actions(schedule, K, micro_batches, k, chunks) for k in range(K)]
+    last = K * V - 1
     done: dict[tuple[str, int, int], float] = {}
     timeline: list[list] = [[] for _ in range(K)]
     free = [0.0] * K
@@ -101,18 +153,20 @@ def simulate(schedule: str, stages: int, micro_batches: int, t_f: float = 1.0, t
         progressed = False
         for k in range(K):
             while pointer[k] < len(actions[k]):
-                op, m = actions[k][pointer[k]]
+                action = actions[k][pointer[k]]
+                op, m, v = action[0], action[1], action_chunk(action)
+                c = v * K + k
                 if op == "F":
-                    dep = None if k == 0 else ("F", m, k - 1)
+                    dep = None if c == 0 else ("F", m, c - 1)
                 else:
-                    dep = ("F", m, k) if k == K - 1 else ("B", m, k + 1)
+                    dep = ("F", m, c) if c == last else ("B", m, c + 1)
                 if dep is not None and dep not in done:
                     break
-                ready = 0.0 if dep is None else done[dep] + (t_comm if dep[2] != k else 0.0)
+                ready = 0.0 if dep is None else done[dep] + (t_comm if dep[2] % K != k else 0.0)
                 start = max(free[k], ready)
-                end = start + (t_f if op == "F" else t_b)
-                done[(op, m, k)] = free[k] = end
-                timeline[k].append((op, m, start, end))
+                end = start + (t_f if op == "F" else t_b) / V
+                done[(op, m, c)] = free[k] = end
+                timeline[k].append((op, m, start, end) + action[2:])
                 pointer[k] += 1
                 remaining -= 1
                 progressed = True
@@ -121,9 +175,10 @@ def simulate(schedule: str, stages: int, micro_batches: int, t_f: float = 1.0, t
     return timeline
 
 
-def predicted_bubble(stages: int, micro_batches: int) -> float:
-    """(K-1)/(M+K-1): the idle share of K stages' time in one GPipe or 1F1B step."""
-    return (stages - 1) / (micro_batches + stages - 1)
+def predicted_bubble(stages: int, micro_batches: int, chunks: int = 1) -> float:
+    """(K-1)/(V·M+K-1): the idle share of K stages' time in one GPipe or 1F1B step (V = 1), or
+    in an interleaved step with V chunks per rank (the fill and drain shrink V-fold)."""
+    return (stages - 1) / (chunks * micro_batches + stages - 1)
 
 
 def measured_bubble(events_per_stage) -> dict:

@@ -7,6 +7,9 @@
 * Each boundary carries exactly the batch's activations forward and their gradients backward.
 * Saved activations: GPipe holds all M micro-batches, 1F1B at most K-k on stage k,
   recomputation only the stage inputs plus one micro-batch; recomputation adds one forward's FLOPs.
+* Interleaved 1F1B (V chunks per rank) equals single-process training and
+  ScheduleInterleaved1F1B, moves each of the K·V-1 boundaries' bytes once each way, and holds
+  the (micro-batch, chunk) pairs its schedule says; its ideal bubble is (K-1)/(V·M+K-1).
 * Schedules and the bubble formula agree in the ideal simulation; bad input fails clearly.
 """
 
@@ -18,8 +21,9 @@ import torch
 from playground.model import ModelConfig
 from playground.pipeline import PipeSpec, run_pipeline
 from playground.pipeline_report import check_equal
-from playground.pipeline_schedules import (max_in_flight, measured_bubble, predicted_bubble,
-                                           schedule_actions, simulate, stage_bounds)
+from playground.pipeline_schedules import (action_chunk, max_in_flight, measured_bubble,
+                                           predicted_bubble, schedule_actions, simulate,
+                                           stage_bounds)
 
 MICRO = (1, 2, 4, 8)
 
@@ -146,6 +150,12 @@ def test_stage_rule_is_balanced_and_covers_the_chain():
     (dict(engine="torch", recompute=True), "without recomputation"),
     (dict(engine="torch", schedule="1f1b", stages=4, micro_batches=2), "micro_batches >= stages"),
     (dict(device_time_s=(0.1,)), "device_time_s"),
+    (dict(schedule="interleaved", chunks=1), "chunks >= 2"),
+    (dict(schedule="interleaved", stages=1, chunks=2), "stages >= 2"),
+    (dict(schedule="interleaved", stages=2, chunks=2, micro_batches=3, batch_size=6), "multiple of stages"),
+    (dict(schedule="interleaved", stages=4, chunks=2, micro_batches=4), "at least one block"),
+    (dict(schedule="1f1b", stages=2, chunks=2), "only the 'interleaved'"),
+    (dict(schedule="interleaved", stages=2, chunks=0), "chunks must be"),
 ])
 def test_bad_input_fails_with_one_clear_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -162,3 +172,88 @@ def test_bubble_explorer_builds_a_widget():
     widgets = pytest.importorskip("ipywidgets")
     from playground.pipeline_report import bubble_explorer
     assert isinstance(bubble_explorer(), widgets.VBox)
+
+
+def _interleaved_specs() -> list[PipeSpec]:
+    exact = dict(device_time_s=None, keep_state=True, batch_size=8)
+    deep = ModelConfig(n_layers=8)
+    specs = []
+    for K, V, M, cfg in ((2, 2, 4, ModelConfig()), (4, 2, 8, deep), (2, 4, 2, deep)):
+        specs.append(PipeSpec("interleaved", stages=K, chunks=V, micro_batches=M, cfg=cfg, **exact))
+        specs.append(PipeSpec("interleaved", stages=K, chunks=V, micro_batches=M, cfg=cfg,
+                              engine="torch", **exact))
+    specs.append(PipeSpec("interleaved", stages=2, chunks=2, micro_batches=4, recompute=True, **exact))
+    # 3 stages on 4 ranks, float64, 3 chunks each
+    specs.append(PipeSpec("interleaved", stages=3, chunks=3, micro_batches=6, batch_size=6,
+                          cfg=ModelConfig(n_layers=9, d_model=16, n_heads=2, seq_len=8),
+                          dtype=torch.float64, device_time_s=None, keep_state=True))
+    return specs
+
+
+@pytest.fixture(scope="module")
+def interleaved_runs():
+    return run_pipeline(_interleaved_specs(), world_size=4)
+
+
+def test_interleaved_equals_single_process_and_torch_interleaved_1f1b(interleaved_runs):
+    torch_runs = {(r["spec"].schedule, r["spec"].stages, r["spec"].micro_batches): r
+                  for r in interleaved_runs if r["spec"].engine == "torch"}
+    lines = check_equal(interleaved_runs, torch_runs)
+    assert sum("and torch.distributed.pipelining" in line for line in lines) == 4
+
+
+def test_interleaved_moves_every_boundary_once_each_way_and_holds_what_its_schedule_says(
+        interleaved_runs):
+    for rec in interleaved_runs:
+        spec = rec["spec"]
+        if spec.engine != "playground":
+            continue
+        K, V, M, cfg = spec.stages, spec.chunks, spec.micro_batches, spec.cfg
+        boundary = spec.batch_size * cfg.seq_len * cfg.d_model * torch.tensor([], dtype=spec.dtype).element_size()
+        for k, st in enumerate(rec["stages"]):
+            pieces = [v * K + k for v in range(V)]
+            crossings = sum((c < K * V - 1) + (c > 0) for c in pieces)
+            assert st["traffic"]["sent_bytes"] == st["traffic"]["received_bytes"] == boundary * crossings
+            actions = schedule_actions("interleaved", K, M, k, V)
+            assert [(op, m, v) for op, m, _, _, v in st["events"]] == actions
+            if spec.recompute:
+                continue
+            # every (micro-batch, chunk) saves its chunk's bytes until its backward
+            per_chunk = {}
+            for (op, m, v), nbytes in zip([a for a in actions if a[0] == "F"], st["saved_bytes"]):
+                assert per_chunk.setdefault(v, nbytes) == nbytes
+            live = peak = 0
+            for op, m, v in actions:
+                live += per_chunk[v] if op == "F" else -per_chunk[v]
+                peak = max(peak, live)
+            assert st["peak_bytes"] == peak
+
+
+@pytest.mark.parametrize("K", [2, 3, 4, 8])
+@pytest.mark.parametrize("V", [2, 3, 4])
+@pytest.mark.parametrize("rounds", [1, 2, 4])
+def test_interleaved_bubble_shrinks_by_v_and_messages_arrive_in_order(K, V, rounds):
+    M = rounds * K
+    timeline = simulate("interleaved", K, M, t_f=1.0, t_b=2.0, chunks=V)
+    assert measured_bubble(timeline)["bubble"] == pytest.approx(predicted_bubble(K, M, V))
+    assert measured_bubble(timeline)["step_s"] == pytest.approx((V * M + K - 1) * 3.0 / V)
+    sent, received = {}, {}
+    for k in range(K):
+        actions = schedule_actions("interleaved", K, M, k, V)
+        warmup = M * V if M == K else 2 * (K - 1 - k) + (V - 1) * K
+        assert max_in_flight(actions) == min(M * V, warmup + 1)
+        assert sorted(actions) == sorted((op, m, v) for op in "BF" for m in range(M) for v in range(V))
+        for op, m, v in actions:
+            c = v * K + k
+            if op == "F" and c > 0:
+                received.setdefault(((c - 1) % K, k), []).append(("F", m, c - 1))
+            if op == "F" and c < K * V - 1:
+                sent.setdefault((k, (c + 1) % K), []).append(("F", m, c))
+            if op == "B" and c < K * V - 1:
+                received.setdefault(((c + 1) % K, k), []).append(("B", m, c + 1))
+            if op == "B" and c > 0:
+                sent.setdefault((k, (c - 1) % K), []).append(("B", m, c))
+    # each ordered pair of ranks receives in the order it sends: plain FIFO matching (NCCL has no
+    # tags) hands every message to the right action
+    assert sent == received
+    assert action_chunk(("F", 0)) == 0 and action_chunk(("F", 0, 2)) == 2

@@ -1,4 +1,4 @@
-"""Pipeline bubble: measured idle fraction of GPipe/1F1B steps vs (K-1)/(M+K-1), for K in {2,4}, M in {1,2,4,8}."""
+"""Pipeline bubble: measured idle fraction of GPipe/1F1B/interleaved steps vs (K-1)/(V·M+K-1), for K in {2,4}, M in {1,2,4,8}."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ def add_arguments(parser) -> None:
     under_torchrun = torchrun_world_size()
     parser.add_argument("--stages", type=_ints, default=(under_torchrun,) if under_torchrun else (2, 4),
                         help="K values, comma-separated (default 2,4; under torchrun, its world size)")
-    parser.add_argument("--micro-batches", type=_ints, default=(1, 2, 4, 8),
-                        help="M values, comma-separated")
-    parser.add_argument("--schedule", choices=("gpipe", "1f1b"), default="gpipe")
+    parser.add_argument("--micro-batches", type=_ints, default=None,
+                        help="M values, comma-separated (default 1,2,4,8; interleaved: 4,8)")
+    parser.add_argument("--schedule", choices=("gpipe", "1f1b", "interleaved"), default="gpipe")
+    parser.add_argument("--chunks", type=int, default=2,
+                        help="V, model chunks per rank for the interleaved schedule (default 2)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (median)")
     parser.add_argument("--forward-ms", type=float, default=None,
                         help="emulated forward time of one stage on the whole batch, ms "
@@ -42,15 +44,20 @@ def run(args) -> dict:
         args.forward_ms = 4e3 * DEFAULT_DEVICE_TIME_S[0]
     device_time = None if args.forward_ms is None else (
         args.forward_ms / 1e3, (args.backward_ms or 2 * args.forward_ms) / 1e3)
+    if args.micro_batches is None:
+        args.micro_batches = (4, 8) if args.schedule == "interleaved" else (1, 2, 4, 8)
+    chunks = args.chunks if args.schedule == "interleaved" else 1
     specs = timing_specs(args.stages, args.micro_batches, (args.schedule,), args.repeats,
-                         device_time)
+                         device_time, chunks=chunks)
     rows = bubble_rows(run_pipeline(specs, world_size=world, timeout_s=600))
     for row in rows:
         row["within_target"] = abs(row["ratio"] - 1) <= TARGET
     return {
         "backend": backend,
+        "schedule": args.schedule,
+        "chunks": chunks,
         "what": "bubble = 1 - sum of stage busy time / (K x step time), median of interleaved "
-                "repetitions; formula (K-1)/(M+K-1)",
+                "repetitions; formula (K-1)/(V·M+K-1), V = 1 but for the interleaved schedule",
         "emulated_device_time_s": device_time,
         "target": f"|measured/formula - 1| <= {TARGET:.0%}",
         "rows": rows,

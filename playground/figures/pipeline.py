@@ -11,14 +11,18 @@ K_GANTT, M_GANTT = 4, 4
 
 
 def draw_gantt(ax, timeline, scale: float = 1.0) -> None:
-    """Stage rows, forward bars (blue) and backward bars (orange), micro-batch index inside."""
+    """Stage rows, forward bars (blue) and backward bars (orange), micro-batch index inside.
+
+    Events of the interleaved schedule carry their chunk v as a fifth entry: its label gets v
+    primes and its bar a lighter shade."""
     for k, events in enumerate(timeline):
-        for op, m, start, end in events:
+        for op, m, start, end, *chunk in events:
+            v = chunk[0] if chunk else 0
             colour = COLORS[0] if op == "F" else COLORS[1]
             ax.barh(k, (end - start) * scale, left=start * scale, height=0.8, color=colour,
-                    edgecolor="white", linewidth=0.5)
-            ax.text((start + end) / 2 * scale, k, str(m), ha="center", va="center",
-                    fontsize=7, color="white")
+                    alpha=1.0 - 0.35 * (v % 2), edgecolor="white", linewidth=0.5)
+            ax.text((start + end) / 2 * scale, k, str(m) + "\u2032" * v, ha="center",
+                    va="center", fontsize=7, color="white")
     ax.set_yticks(range(len(timeline)), [f"stage {k}" for k in range(len(timeline))])
     ax.set_ylim(len(timeline) - 0.4, -0.6)
     ax.grid(axis="y", visible=False)
@@ -26,13 +30,23 @@ def draw_gantt(ax, timeline, scale: float = 1.0) -> None:
 
 @lru_cache(maxsize=1)
 def _timing_runs():
-    """One launch: the bubble sweep (K=2, 4; M=1..8; 3 interleaved repeats) and the Gantt runs."""
+    """One launch: the bubble sweep (K=2, 4; M=1..8; 3 interleaved repeats) and the Gantt runs
+    (step 100 + r, so the two sets are told apart)."""
+    from playground.model import ModelConfig
     from playground.pipeline import PipeSpec, run_pipeline
     from playground.pipeline_report import timing_specs
     specs = timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), repeats=3)
-    specs += [PipeSpec(s, stages=K_GANTT, micro_batches=M, batch_size=8, step=r)
-              for r in range(3) for s, M in (("naive", 1), ("gpipe", M_GANTT), ("1f1b", M_GANTT))]
+    deep = ModelConfig(n_layers=8)  # interleaved: K·V = 8 pieces
+    specs += [PipeSpec(s, stages=K_GANTT, micro_batches=M, batch_size=8, step=100 + r,
+                       chunks=2 if s == "interleaved" else 1,
+                       cfg=deep if s == "interleaved" else ModelConfig())
+              for r in range(3) for s, M in (("naive", 1), ("gpipe", M_GANTT), ("1f1b", M_GANTT),
+                                             ("interleaved", M_GANTT))]
     return run_pipeline(specs, world_size=4)
+
+
+def _gantt_runs():
+    return [r for r in _timing_runs() if r["spec"].step >= 100]
 
 
 def _median_run(records, schedule):
@@ -41,18 +55,35 @@ def _median_run(records, schedule):
     return runs[len(runs) // 2]
 
 
+def _title(rec) -> str:
+    from playground.pipeline_schedules import predicted_bubble
+    s = rec["spec"]
+    chunks = f", V={s.chunks}" if s.chunks > 1 else ""
+    return (f"{s.schedule}: K={s.stages}, M={s.micro_batches}{chunks}, measured bubble "
+            f"{rec['bubble']:.2f} (formula {predicted_bubble(s.stages, s.micro_batches, s.chunks):.2f})")
+
+
+@figure("pipeline_interleaved.png")
+def interleaved_gantt():
+    """Measured timelines of 1F1B and interleaved 1F1B (V = 2) on 4 ranks, M = 4."""
+    runs = [_median_run(_gantt_runs(), s) for s in ("1f1b", "interleaved")]
+    fig, axes = new_figure(nrows=2, width=7.5, height=4.4, sharex=True)
+    for ax, rec in zip(axes, runs):
+        draw_gantt(ax, [st["events"] for st in rec["stages"]], scale=1e3)
+        ax.set_title(_title(rec), fontsize=10)
+        ax.set_yticks(range(4), [f"rank {k}" for k in range(4)])
+    axes[-1].set_xlabel("time since the common start (ms); blue = forward, orange = backward")
+    return fig
+
+
 @figure("pipeline_gantt.png")
 def gantt():
     """Measured timelines of naive, GPipe and 1F1B on 4 stages."""
-    gantt_runs = _timing_runs()[-9:]
-    runs = [_median_run(gantt_runs, s) for s in ("naive", "gpipe", "1f1b")]
+    runs = [_median_run(_gantt_runs(), s) for s in ("naive", "gpipe", "1f1b")]
     fig, axes = new_figure(nrows=3, width=7.5, height=6.4, sharex=True)
     for ax, rec in zip(axes, runs):
-        s = rec["spec"]
         draw_gantt(ax, [st["events"] for st in rec["stages"]], scale=1e3)
-        ax.set_title(f"{s.schedule}: K={s.stages}, M={s.micro_batches}, measured bubble "
-                     f"{rec['bubble']:.2f} (formula {(s.stages - 1) / (s.micro_batches + s.stages - 1):.2f})",
-                     fontsize=10)
+        ax.set_title(_title(rec), fontsize=10)
     axes[-1].set_xlabel("time since the common start (ms); blue = forward, orange = backward")
     return fig
 
@@ -61,7 +92,7 @@ def gantt():
 def bubble_vs_micro_batches():
     """Median measured bubble fraction over M for K = 2 and 4, beside (K-1)/(M+K-1)."""
     from playground.pipeline_report import bubble_rows
-    rows = bubble_rows(_timing_runs()[:-9])
+    rows = bubble_rows([r for r in _timing_runs() if r["spec"].step < 100])
     fig, ax = new_figure(width=6.4, height=3.8)
     for i, K in enumerate((2, 4)):
         mine = sorted((r["M"], r["measured"], r["formula"]) for r in rows if r["K"] == K)
