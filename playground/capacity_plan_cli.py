@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from playground import hardware
@@ -64,6 +65,8 @@ def _kwargs(opts) -> dict:
             continue
         number = parse_number(value)
         if key in ("layers", "hidden", "heads", "vocab", "seq_len", "gpus", "micro_batch_size"):
+            if not math.isfinite(number):
+                raise PlanError(f"--{key.replace('_', '-')} must be a finite number, got {value!r}")
             if number != int(number):
                 raise PlanError(f"--{key.replace('_', '-')} must be a whole number, got {value!r}")
             number = int(number)

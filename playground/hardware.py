@@ -12,8 +12,14 @@ Conventions, chosen once so that every chapter reads the table the same way:
   directions; ``nvlink_bytes_per_s`` is one direction (what a ring collective's formula uses).
 * ``network_bytes_per_s`` is one direction of the GPU's own NIC in the vendor's reference node
   (DGX/HGX: one InfiniBand/Ethernet port per GPU), i.e. the scale-out bandwidth per GPU.
+* Older and non-NVIDIA accelerators, so that published runs on them can be replayed: the V100 has
+  no BF16, so its 16-bit (FP16) tensor-core peak stands in ``peak_bf16_flops``; a TPU's "node" is
+  its pod (every chip of a pod is joined by the inter-chip interconnect, ICI, which plays NVLink's
+  part), Google's "GiB" is read as 2^30 bytes, and the one-direction ICI bandwidth per chip is the
+  pod's published all-reduce bandwidth divided by its chips (for v5e and v6e, where Google also
+  prints the per-chip figure, that quotient is exactly half the bidirectional number).
 
-Add a GPU by adding one ``GPU(...)`` to ``_TABLE`` with its sources; nothing else changes.
+Add an accelerator by adding one ``GPU(...)`` to ``_TABLE`` with its sources; nothing else changes.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ GB = 1e9
 TB = 1e12
 TFLOPS = 1e12
 GBIT = 1e9 / 8  # bytes per second in one Gb/s
+GIB = 2 ** 30
 
 
 class UnknownGPUError(ValueError):
@@ -74,6 +81,22 @@ _HGX_B200 = ("NVIDIA HGX platform datasheet, HGX B200 (8 GPUs): FP16/BF16 36 PFL
 _DGX_B200 = ("NVIDIA DGX B200 datasheet: 1,440 GB total HBM3e, 64 TB/s HBM bandwidth, eight "
              "single-port ConnectX-7 up to 400 Gb/s, https://www.nvidia.com/en-us/data-center/dgx-b200/")
 
+_V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
+                   "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
+                   "technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
+_DGX1_V100 = ("NVIDIA DGX-1 with Tesla V100 system architecture white paper: 8 V100 SXM2 in a hybrid cube-mesh, "
+              "4x 100 Gb/s EDR InfiniBand per node (4 x 100 / 8 = 50 Gb/s per GPU), https://images.nvidia.com/"
+              "content/pdf/dgx1-v100-system-architecture-whitepaper.pdf")
+_TPU_V3 = ("Google Cloud TPU v3 documentation: 123 TFLOPS (bf16) per chip, HBM2 32 GiB at 900 GBps, pod of "
+           "1024 chips, all-reduce bandwidth per pod 340 TB/s (/1024 = 332 GB/s per chip, one direction), "
+           "https://cloud.google.com/tpu/docs/v3")
+_TPU_V4 = ("Google Cloud TPU v4 documentation: 275 TFLOPS (bf16) per chip, HBM2 32 GiB at 1200 GBps, pod of "
+           "4096 chips, all-reduce bandwidth per pod 1.1 PB/s (/4096 = 269 GB/s per chip, one direction), "
+           "https://cloud.google.com/tpu/docs/v4")
+_TPU_DCN = ("assumed: Google publishes no per-chip data-centre-network figure for TPU v3/v4, and within a pod "
+            "all chip-to-chip traffic rides ICI, so the ICI figure stands in (optimistic across pods); "
+            "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm")
+
 _TABLE = (
     GPU("A100-40GB", 312 * TFLOPS, 40 * GB, 1555 * GB, 600 * GB, 200 * GBIT, 8,
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
@@ -100,6 +123,21 @@ _TABLE = (
                  "nvlink_bidirectional_bytes_per_s": _HGX_B200,
                  "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200},
         aliases=("b200-sxm", "hgx-b200", "dgx-b200")),
+    GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
+        sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
+                 "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,
+                 "network_bytes_per_s": _DGX1_V100, "gpus_per_node": _DGX1_V100},
+        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100")),
+    GPU("TPUv3", 123 * TFLOPS, 32 * GIB, 900 * GB, 2 * 340 * TB / 1024, 340 * TB / 1024, 1024,
+        sources={"peak_bf16_flops": _TPU_V3, "hbm_bytes": _TPU_V3, "hbm_bytes_per_s": _TPU_V3,
+                 "nvlink_bidirectional_bytes_per_s": _TPU_V3, "network_bytes_per_s": _TPU_DCN,
+                 "gpus_per_node": _TPU_V3},
+        aliases=("tpu-v3", "tpu-v3-chip", "cloud-tpu-v3")),
+    GPU("TPUv4", 275 * TFLOPS, 32 * GIB, 1200 * GB, 2 * 1100 * TB / 4096, 1100 * TB / 4096, 4096,
+        sources={"peak_bf16_flops": _TPU_V4, "hbm_bytes": _TPU_V4, "hbm_bytes_per_s": _TPU_V4,
+                 "nvlink_bidirectional_bytes_per_s": _TPU_V4, "network_bytes_per_s": _TPU_DCN,
+                 "gpus_per_node": _TPU_V4},
+        aliases=("tpu-v4", "tpu-v4-chip", "cloud-tpu-v4")),
 )
 
 

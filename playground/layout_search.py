@@ -3,7 +3,7 @@
 ``search(model, cluster, gpus, ...)`` tries every TP x PP x DP = ``gpus`` with TP dividing the
 heads, PP at most the layers, each micro-batch size in ``micro_batches`` and each number of
 virtual stages in ``vpps`` that the schedule allows; drops the layouts whose memory does not fit
-in the GPU (``step_time.memory_per_gpu``); ranks the rest by predicted tokens per second with
+in the GPU (``step_costs.memory_per_gpu``); ranks the rest by predicted tokens per second with
 ``step_time.predict``; and says why the best few win (their largest overheads) and why the
 common mistakes lose (``explain``).
 """
@@ -11,7 +11,8 @@ common mistakes lose (``explain``).
 from __future__ import annotations
 
 from playground.capacity_plan import PlanError
-from playground.step_time import Cluster, Layout, Model, memory_per_gpu, predict
+from playground.step_costs import Cluster, Layout, Model, memory_per_gpu
+from playground.step_time import predict
 
 __all__ = ["candidate_layouts", "search", "explain", "report"]
 

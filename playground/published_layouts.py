@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.step_time import Layout, Model
+from playground.step_costs import Layout, Model
 
 __all__ = ["PublishedLayout", "NARAYANAN_TABLE1", "OTHER_LAYOUTS", "ALL_LAYOUTS"]
 

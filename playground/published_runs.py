@@ -10,7 +10,8 @@ Each ``PublishedRun`` keeps three kinds of fact apart:
   because they did not report one (then the planner's default MFU of 0.40 is used and said so).
 
 ``compare`` names the published number the planner is held to (within 1.5x, see the tests).
-A run trained on hardware outside the table (V100, TPU v4) is compared on FLOPs only.
+A run whose authors published no time (GPT-3, Chinchilla) is compared on FLOPs only.  TPU runs are
+planned on the TPU's row of the hardware table, and their "GPU-hours" are chip-hours.
 """
 
 from __future__ import annotations
@@ -45,10 +46,26 @@ PUBLISHED_RUNS = (
         "Hoffmann et al.: Chinchilla (70B, 1.4T tokens) uses Gopher's budget of 5.76e23 FLOPs; "
         "TPUv3/v4, so only FLOPs are compared."),
     PublishedRun(
-        "PaLM 540B", "chowdhery2022palm", {"total_flops": 2.56e24}, "total_flops",
-        dict(params=540.35e9, tokens=780e9), "n/a",
-        "Chowdhery et al.: 2.56e24 training FLOPs, 780B tokens, 6144+3072 TPU v4 chips, 46.2% MFU "
-        "(Appendix B); TPU v4 is outside the hardware table, so only FLOPs are compared."),
+        "Gopher 280B", "rae2021gopher", {"gpu_hours": 4096 * 920, "total_flops": 6.31e23}, "gpu_hours",
+        dict(params=280e9, tokens=300e9, gpu="TPUv3", gpus=4096, mfu=0.325, recompute="full",
+             seq_len=2048, vocab=32000, global_batch_tokens=6e6),
+        "reported",
+        "Rae et al. (2021): 280B parameters, 80 layers, h=16384, 128 heads, 2048-token context, 32K "
+        "vocabulary, 300B tokens, batch 3M rising to 6M tokens; Appendix F: 4096 TPUv3 chips for 920 "
+        "hours (= 3,768,320 chip-hours) and 6.31e23 training FLOPs, which count rematerialization "
+        "(hence full recomputation; the shape is left to the planner, as Gopher's relative position "
+        "encodings are outside Megatron's FLOP count). MFU 32.5% from Chowdhery et al. (2022) Table 3.",
+        extra={"mfu_cite": "chowdhery2022palm"}),
+    PublishedRun(
+        "PaLM 540B", "chowdhery2022palm", {"gpu_hours": 6144 * 1200 + 3072 * 336, "total_flops": 2.56e24},
+        "gpu_hours",
+        dict(params=540.35e9, tokens=780e9, gpu="TPUv4", gpus=6144, mfu=0.462, global_batch_tokens=4e6),
+        "reported",
+        "Chowdhery et al.: 540.35B parameters, 780B tokens, 2.56e24 training FLOPs, 46.2% MFU "
+        "(Table 3; Appendix B); Sec. 12: trained 'on 6144 TPU v4 chips for 1200 hours and 3072 TPU v4 "
+        "chips for 336 hours including some downtime and repeated steps' = 8,404,992 chip-hours.",
+        outlier="46.2% MFU is the steady-state throughput; the published chip-hours include downtime and "
+                "repeated steps (the paper says so), about 1.5x the steady-state time."),
     PublishedRun(
         "Megatron-LM 1T", "narayanan2021megatron", {"days": 84.0}, "days",
         dict(params=1008e9, tokens=450e9, gpu="A100-80GB", gpus=3072, achieved_tflops=163,
@@ -65,8 +82,8 @@ PUBLISHED_RUNS = (
              global_batch_tokens=2 ** 21),
         "reported",
         "Zhang et al.: 992 A100-80GB, up to 147 TFLOP/s per GPU, a 180B-token corpus, 2M-token "
-        "batches, fully sharded data parallel (ZeRO-3) with Megatron TP; 96 layers, h=12288. GPU-hours from Touvron et al. (2023) Table 15: 809,472 (992 GPUs x 34 days, "
-        "from the OPT logbook).",
+        "batches, fully sharded data parallel (ZeRO-3) with Megatron TP; 96 layers, h=12288. GPU-hours "
+        "from Touvron et al. (2023) Table 15: 809,472 (992 GPUs x 34 days, from the OPT logbook).",
         outlier="147 TFLOP/s is the best reported throughput, not the average: the OPT logbook "
                 "records dozens of restarts, hardware replacements and rollbacks after loss "
                 "spikes, so the run took about 2.3x the steady-state GPU-hours.",
@@ -88,6 +105,35 @@ PUBLISHED_RUNS = (
         "reported",
         "Touvron et al. (2023): 380 tokens/s/GPU on 2048 A100-80GB (about 21 days for 1.4T "
         "tokens), i.e. 6 N x 380 = 149 TFLOP/s; Table 15: 1,022,362 GPU-hours."),
+    PublishedRun(
+        "Llama 2 7B", "touvron2023llama2", {"gpu_hours": 184_320}, "gpu_hours",
+        dict(params=7e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6),
+        "assumed",
+        "Touvron et al. (2023b) Table 2 (and the Llama 2 model card): 184,320 A100-80GB GPU-hours "
+        "for pretraining, 2.0T tokens, 4M-token batches, 4K context. No throughput or GPU count is reported: the "
+        "planner's default MFU of 0.40 is assumed."),
+    PublishedRun(
+        "Llama 2 70B", "touvron2023llama2", {"gpu_hours": 1_720_320}, "gpu_hours",
+        dict(params=70e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6),
+        "assumed",
+        "Touvron et al. (2023b) Table 2 (and the Llama 2 model card): 1,720,320 A100-80GB GPU-hours "
+        "for pretraining, 2.0T tokens, 4M-token batches, 4K context (grouped-query attention and a "
+        "SwiGLU MLP, outside Megatron's FLOP count, so 6ND is used). No throughput or GPU count is "
+        "reported: MFU 0.40 is assumed."),
+    PublishedRun(
+        "Falcon 180B", "almazrouei2023falcon", {"gpu_hours": 7.0e6}, "gpu_hours",
+        dict(params=180e9, tokens=3.5e12, gpu="A100-40GB", gpus=4096),
+        "assumed",
+        "Almazrouei et al. (2023) and the release post: 180B parameters, 3.5T tokens, up to 4,096 "
+        "A100-40GB on AWS SageMaker, 'a total of ~7,000,000 GPU hours'. No MFU is stated with the "
+        "GPU-hours: the planner's default 0.40 is assumed.",
+        extra={"gpu_hours_cite": "huggingface2023falcon180b"}),
+    PublishedRun(
+        "MPT-7B", "mosaicml2023mpt7b", {"days": 9.5}, "days",
+        dict(params=6.7e9, tokens=1e12, gpu="A100-40GB", gpus=440, seq_len=2048),
+        "assumed",
+        "MosaicML (2023), blog post and model card: 6.7B parameters, 1T tokens, trained on 440 "
+        "A100-40GB for about 9.5 days. No MFU is reported: the planner's default 0.40 is assumed."),
     PublishedRun(
         "Llama 3 405B", "dubey2024llama3", {"gpu_hours": 30.84e6, "total_flops": 3.8e25}, "gpu_hours",
         dict(params=405e9, tokens=15.6e12, gpu="H100", gpus=16384, mfu=0.40,

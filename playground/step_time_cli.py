@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from playground import capacity_plan, capacity_plan_cli
@@ -43,9 +44,23 @@ def _int(opts, name, default=None):
         value = capacity_plan_cli.parse_number(str(raw))
     except PlanError as e:
         raise PlanError(f"--{name}: {e}") from None
-    if value != int(value) or value < 1:
+    if not math.isfinite(value) or value != int(value) or value < 1:
         raise PlanError(f"--{name} must be a whole number >= 1, got {raw!r}")
     return int(value)
+
+
+def _bandwidth(opts, name):
+    """A link override in GB/s (``--nvlink-gbs``, ``--network-gbs``) as bytes/s; None when not given."""
+    raw = getattr(opts, name.replace("-", "_"), None)
+    if raw is None:
+        return None
+    try:
+        value = capacity_plan_cli.parse_number(str(raw))
+    except PlanError as e:
+        raise PlanError(f"--{name}: {e}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise PlanError(f"--{name} must be a positive finite number of GB/s, got {raw!r}")
+    return value * 1e9
 
 
 def _from_args(opts):
@@ -56,8 +71,8 @@ def _from_args(opts):
     model = Model(layers, hidden, heads, _int(opts, "vocab", capacity_plan.DEFAULT_VOCAB),
                   _int(opts, "seq-len", capacity_plan.DEFAULT_SEQ_LEN), _int(opts, "ffn"),
                   _int(opts, "kv-heads"), bool(getattr(opts, "gated_mlp", False)), params)
-    gbs = lambda k: capacity_plan_cli.parse_number(getattr(opts, k)) * 1e9 if getattr(opts, k, None) else None  # noqa: E731
-    cluster = Cluster.of(opts.gpu, _int(opts, "gpus-per-node"), gbs("nvlink_gbs"), gbs("network_gbs"))
+    cluster = Cluster.of(opts.gpu, _int(opts, "gpus-per-node"), _bandwidth(opts, "nvlink-gbs"),
+                         _bandwidth(opts, "network-gbs"))
     seqs = _int(opts, "global-batch")
     if seqs is None:
         tokens = capacity_plan_cli.parse_number(opts.global_batch_tokens) if opts.global_batch_tokens else \

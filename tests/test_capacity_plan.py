@@ -5,6 +5,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,7 +23,7 @@ NUMERIC = ("peak_bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_bidirectio
 
 # ----------------------------------------------------------------------------- hardware table
 def test_every_hardware_number_has_a_source():
-    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H200", "B200"]
+    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H200", "B200", "V100", "TPUv3", "TPUv4"]
     for g in hardware.all_gpus():
         for name in NUMERIC:
             assert getattr(g, name) > 0
@@ -33,8 +34,17 @@ def test_gpu_lookup_is_forgiving_about_spelling_and_strict_about_names():
     assert hardware.gpu("h100 sxm") is hardware.gpu("H100")
     assert hardware.gpu("a100_40gb").hbm_bytes == 40e9
     assert hardware.gpu("H100").nvlink_bytes_per_s == 450e9  # one direction of 900 GB/s
-    with pytest.raises(hardware.UnknownGPUError, match="unknown GPU 'V100'"):
-        hardware.gpu("V100")
+    with pytest.raises(hardware.UnknownGPUError, match="unknown GPU 'MI300X'; known: A100-40GB"):
+        hardware.gpu("MI300X")
+
+
+def test_older_accelerators_follow_their_datasheets():
+    v100, v3, v4 = hardware.gpu("V100"), hardware.gpu("TPU v3"), hardware.gpu("tpu-v4")
+    assert (v100.peak_bf16_flops, v100.hbm_bytes, v100.nvlink_bytes_per_s) == (125e12, 32e9, 150e9)
+    assert v100.network_bytes_per_s == 50e9 / 8  # DGX-1: 4 x 100 Gb/s EDR for 8 GPUs
+    assert (v3.peak_bf16_flops, v3.hbm_bytes, v3.gpus_per_node) == (123e12, 32 * 2 ** 30, 1024)
+    assert (v4.peak_bf16_flops, v4.hbm_bytes_per_s, v4.gpus_per_node) == (275e12, 1200e9, 4096)
+    assert v4.nvlink_bytes_per_s == pytest.approx(1.1e15 / 4096)  # pod all-reduce bandwidth / chips
 
 
 # ----------------------------------------------------------------------------- scaling laws
@@ -156,6 +166,20 @@ def test_planner_lands_within_1_5x_of_every_published_run(run):
         1 / 1.5 <= run.published["total_flops"] / p["total_flops"] <= 1.5
 
 
+def test_published_runs_are_cited_and_cover_gpus_and_tpus():
+    bib = open(Path(__file__).resolve().parents[1] / "references.bib").read()
+    for run in PUBLISHED_RUNS:
+        for key in (run.cite, *(v for k, v in run.extra.items() if k.endswith("_cite"))):
+            assert f"{{{key}," in bib, (run.name, key)
+        assert run.throughput_source in ("reported", "assumed", "n/a")
+        assert run.throughput_source == "n/a" or "gpu" in run.plan_kwargs, run.name
+    names = {r.name for r in PUBLISHED_RUNS}
+    assert {"Gopher 280B", "PaLM 540B", "Llama 2 70B", "Falcon 180B", "MPT-7B"} <= names
+    timed = [r for r in PUBLISHED_RUNS if r.compare != "total_flops"]
+    assert {hardware.gpu(r.plan_kwargs["gpu"]).name for r in timed} >= {"A100-40GB", "A100-80GB", "H100", "TPUv3",
+                                                                         "TPUv4"}
+
+
 # ----------------------------------------------------------------------------- the CLI
 def _cli(*args):
     return subprocess.run([sys.executable, "-m", "playground.capacity_plan", *args],
@@ -183,7 +207,29 @@ BAD = [
     (["--params", "0", "--tokens", "1T"], "--params must be positive"),
     (["--params", "seven", "--tokens", "1T"], "not a number"),
     (["--params", "7B", "--tokens", "nan"], "--tokens must be a finite number"),
-    (["--params", "7B", "--tokens", "1T", "--gpu", "V100"], "unknown GPU"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", "V100x"], "unknown GPU 'V100x'; known: A100-40GB"),
+    (["--params", "7B", "--tokens", "1T", "--gpu", ""], "unknown GPU ''"),
+    (["--params", "7B", "--tokens", "1T", "--gpus", "0"], "--gpus must be positive"),
+    (["--params", "7B", "--tokens", "1T", "--gpus", "-64"], "--gpus must be positive"),
+    (["--params", "7B", "--tokens", "1T", "--gpus", "inf"], "--gpus must be a finite number"),
+    (["--params", "7B", "--tokens", "1T", "--gpus", "nan"], "--gpus must be a finite number"),
+    (["--params", "1e400", "--tokens", "1T"], "--params must be a finite number"),
+    (["--params", "7B", "--tokens", "1T", "--mfu", "nan"], "--mfu must be a finite number"),
+    (["--params", "7B", "--tokens", "1T", "--achieved-tflops", "-5"], "--achieved-tflops must be positive"),
+    (["--params", "7B", "--tokens", "1T", "--price-per-gpu-hour", "0"], "--price-per-gpu-hour must be positive"),
+    (["--params", "7B", "--tokens", "1T", "--seq-len", "0"], "--seq-len must be positive"),
+    (["--params", "7B", "--tokens", "1T", "--global-batch-tokens", "100"], "less than one sequence"),
+    (["--compute", "inf"], "--compute must be a finite number"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "32",
+      "--gpus", "1024", "--tp", "8", "--pp", "8", "--dp", "3"], "8 x 8 x 3 = 192 is not the 1024 GPUs"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "32",
+      "--gpus", "1024", "--tp", "64", "--pp", "1"], "TP=64 does not divide the 32 attention heads"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "32",
+      "--gpus", "1024", "--tp", "8", "--pp", "64"], "PP=64 is more than the 32 layers"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "32",
+      "--gpus", "1024", "--tp", "8", "--pp", "8", "--nvlink-gbs", "-5"], "--nvlink-gbs must be a positive"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "32",
+      "--gpus", "1024", "--tp", "8", "--pp", "8", "--network-gbs", "nan"], "--network-gbs must be a positive"),
     (["--params", "7B", "--tokens", "1T", "--mfu", "1.5"], "--mfu must be in (0, 1]"),
     (["--params", "7B", "--tokens", "1T", "--mfu", "0"], "--mfu must be positive"),
     (["--params", "7B", "--tokens", "1T", "--mfu", "0.4", "--achieved-tflops", "100"], "not both"),
@@ -209,6 +255,6 @@ def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
 
 
 def test_bad_input_from_a_real_process_is_one_line_and_exit_2():
-    out = _cli("--params", "7B", "--tokens", "1T", "--gpu", "TPUv4")
+    out = _cli("--params", "7B", "--tokens", "1T", "--gpu", "TPUv9")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("capacity_plan: error: unknown GPU")

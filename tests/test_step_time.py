@@ -12,7 +12,8 @@ from playground import capacity_plan, capacity_plan_cli
 from playground.capacity_plan import PlanError
 from playground.layout_search import search
 from playground.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, OTHER_LAYOUTS
-from playground.step_time import Cluster, Layout, Model, allreduce_time, flops_per_step, predict
+from playground.step_costs import Cluster, Layout, Model, allreduce_time, flops_per_step
+from playground.step_time import predict
 
 A100 = Cluster.of("A100-80GB")
 GPT175 = Model(80, 12288, 96, params=145.6e9)  # Table 1's 145.6B row
@@ -53,6 +54,18 @@ def test_bubble_is_p_minus_1_over_v_micro_batch_slots():
                   ("bubble", "dp_comm_exposed", "zero3_gathers", "optimizer"))) / r["micro_batches"]
         assert r["time_breakdown"]["bubble"] == pytest.approx(7 / v * per_mb, rel=1e-9)
         assert r["bubble_fraction"] == pytest.approx(7 / (v * 96))
+
+
+def test_step_time_reexports_the_cost_terms_it_assembles():
+    import playground.step_costs as costs
+    import playground.step_time as st
+    for name in ("Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "check_layout", "memory_per_gpu",
+                 "layer_gemms", "flops_per_step", "allreduce_time"):
+        assert getattr(st, name) is getattr(costs, name)
+    with pytest.raises(PlanError, match="nvlink_bytes_per_s must be a positive finite number"):
+        Cluster.of("H100", nvlink_bytes_per_s=-1.0)
+    with pytest.raises(PlanError, match="gpus_per_node must be a positive finite number"):
+        Cluster.of("H100", gpus_per_node=0)
 
 
 def test_ring_allreduce_time():
@@ -124,7 +137,9 @@ ARCH = ["--layers", "80", "--hidden", "12288", "--heads", "96", "--gpu", "A100-8
     (["--gpus", "1536", "--tp", "7", "--pp", "8"], "TP=7 does not divide the 96 attention heads"),
     (["--gpus", "1536", "--tp", "8", "--pp", "81"], "PP=81 is more than the 80 layers"),
     (["--gpus", "1536", "--tp", "8", "--pp", "8", "--dp", "16"], "8 x 8 x 16 = 1024 is not the 1536 GPUs"),
-    (["--gpus", "1536", "--tp", "8", "--pp", "8", "--gpu", "V100"], "unknown GPU 'V100'"),
+    (["--gpus", "1536", "--tp", "8", "--pp", "8", "--gpu", "MI300X"], "unknown GPU 'MI300X'"),
+    (["--gpus", "inf", "--tp", "8", "--pp", "8"], "--gpus must be a whole number >= 1, got 'inf'"),
+    (["--gpus", "1536", "--tp", "8", "--pp", "8", "--nvlink-gbs", "0"], "--nvlink-gbs must be a positive"),
     (["--gpus", "1536", "--tp", "-8", "--pp", "8"], "--tp must be a whole number"),
     (["--gpus", "1536", "--tp", "abc", "--pp", "8"], "--tp: not a number"),
     (["--gpus", "1536", "--tp", "8", "--pp", "8", "--recompute", "some"], "recompute must be one of"),

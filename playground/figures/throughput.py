@@ -5,7 +5,8 @@ from __future__ import annotations
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
 from playground.published_layouts import ALL_LAYOUTS
-from playground.step_time import Cluster, Layout, Model, predict
+from playground.step_costs import Cluster, Layout, Model
+from playground.step_time import predict
 
 A100 = Cluster.of("A100-80GB")
 GPT145 = Model(80, 12288, 96, params=145.6e9)   # Narayanan et al. Table 1, the GPT-3-sized row
