@@ -82,21 +82,35 @@ def check_equal(records, against_torch=None) -> list[str]:
             raise AssertionError(f"{spec.schedule}: stages cover {len(rec['grads'])} of "
                                  f"{len(ref['grads'])} parameters")
         for name in ref["grads"]:
-            torch.testing.assert_close(rec["grads"][name], ref["grads"][name])
-            torch.testing.assert_close(rec["params"][name], ref["params"][name])
+            _assert_close(rec["grads"][name], ref["grads"][name])
+            _assert_close(rec["params"][name], ref["params"][name])
         what = "torch.distributed.pipelining" if spec.engine == "torch" else "from scratch"
         chunks = f" V={spec.chunks}" if spec.chunks > 1 else ""
         line = (f"{spec.schedule:5s} K={spec.stages} M={spec.micro_batches}{chunks}"
                 f"{' recompute' if spec.recompute else ''} ({what}): gradients and parameters "
-                f"equal single-process full-batch training")
+                f"equal single-process full-batch training"
+                f"{' (to 4 units of the last place)' if spec.dtype in (torch.bfloat16, torch.float16) else ''}")
         other = (against_torch or {}).get((spec.schedule, spec.stages, spec.micro_batches))
-        if other is not None and spec.engine == "playground":
+        if (other is not None and spec.engine == "playground"
+                and (other["spec"].dtype, other["spec"].chunks) == (spec.dtype, spec.chunks)):
             for name in ref["grads"]:
-                torch.testing.assert_close(rec["grads"][name], other["grads"][name])
-                torch.testing.assert_close(rec["params"][name], other["params"][name])
+                _assert_close(rec["grads"][name], other["grads"][name])
+                _assert_close(rec["params"][name], other["params"][name])
             line += " and torch.distributed.pipelining"
         lines.append(line)
     return lines
+
+
+def _assert_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """``assert_close``; in bfloat16/float16 within a few units of the last place of the tensor's
+    largest entry: M micro-batch gradients summed one by one round differently from one
+    full-batch gradient, and a 7- or 10-bit mantissa makes that visible."""
+    if expected.dtype in (torch.bfloat16, torch.float16):
+        eps = torch.finfo(expected.dtype).eps
+        scale = float(expected.abs().max()) if expected.numel() else 0.0
+        torch.testing.assert_close(actual, expected, rtol=4 * eps, atol=4 * eps * scale)
+    else:
+        torch.testing.assert_close(actual, expected)
 
 
 def memory_rows(records) -> list[dict]:

@@ -183,6 +183,8 @@ def _interleaved_specs() -> list[PipeSpec]:
         specs.append(PipeSpec("interleaved", stages=K, chunks=V, micro_batches=M, cfg=cfg,
                               engine="torch", **exact))
     specs.append(PipeSpec("interleaved", stages=2, chunks=2, micro_batches=4, recompute=True, **exact))
+    specs.append(PipeSpec("interleaved", stages=2, chunks=2, micro_batches=4, dtype=torch.bfloat16,
+                          **exact))
     # 3 stages on 4 ranks, float64, 3 chunks each
     specs.append(PipeSpec("interleaved", stages=3, chunks=3, micro_batches=6, batch_size=6,
                           cfg=ModelConfig(n_layers=9, d_model=16, n_heads=2, seq_len=8),
