@@ -49,7 +49,8 @@ def main(argv=None) -> int:
     if args.save:
         RESULTS_DIR.mkdir(exist_ok=True)
         dev = result["provenance"]["device"].split(" (")[0].replace(" ", "-").lower()
-        path = RESULTS_DIR / f"{args.name}-{dev}.json"
+        variant = result.get("variant")  # e.g. a schedule: its own file beside the default one
+        path = RESULTS_DIR / f"{args.name}-{variant + '-' if variant else ''}{dev}.json"
         path.write_text(json.dumps(result, indent=2) + "\n")
         print(f"saved {path.relative_to(RESULTS_DIR.parent)}", file=sys.stderr)
     if args.json:

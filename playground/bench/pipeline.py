@@ -55,6 +55,7 @@ def run(args) -> dict:
     return {
         "backend": backend,
         "schedule": args.schedule,
+        "variant": None if args.schedule == "gpipe" else args.schedule,
         "chunks": chunks,
         "what": "bubble = 1 - sum of stage busy time / (K x step time), median of interleaved "
                 "repetitions; formula (K-1)/(V·M+K-1), V = 1 but for the interleaved schedule",
