@@ -62,7 +62,7 @@ def tensor_bytes(obj) -> int:
     return 0
 
 
-@dataclass
+@dataclass(eq=False)  # identity, not contents: nested counters may hold equal counts
 class Traffic:
     """What one rank moved inside a ``count()`` block."""
 

@@ -64,11 +64,24 @@ def _mean_over(value: float, group, n: int) -> float:
     return t.item() / n
 
 
+def _check_run(steps, batch: int, dp: int, micro_batches: int = 1) -> None:
+    """One clear error for a run that cannot be laid out, before any rank communicates."""
+    for name, value in (("steps", steps), ("batch", batch), ("micro_batches", micro_batches)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if batch % dp:
+        raise ValueError(f"batch of {batch} examples does not split evenly over dp={dp} ranks")
+    if batch // dp % micro_batches:
+        raise ValueError(f"{batch // dp} examples per DP rank do not split into "
+                         f"{micro_batches} micro-batches")
+
+
 def train_dp_tp(rank: int, world_size: int, dp: int, tp: int, steps: int = 3, batch: int = 8,
                 cfg: ModelConfig | None = None) -> dict:
     """Rank worker for a DP x TP grid: returns the losses and the traffic of each axis."""
     cfg, dev = cfg or ModelConfig(), device()
     grid = RankGrid(dp=dp, tp=tp)
+    _check_run(steps, batch, dp)
     groups = grid.groups(rank)
     ref, ref_losses = reference_run(cfg, steps, batch, dev)
     model = build_model(cfg, seed=0, device=dev)
@@ -115,6 +128,8 @@ def train_dp_pp(rank: int, world_size: int, dp: int, pp: int, steps: int = 3, ba
     """Rank worker for a DP x PP grid (GPipe schedule inside each pipeline)."""
     cfg, dev = cfg or ModelConfig(), device()
     grid = RankGrid(dp=dp, pp=pp)
+    _check_run(steps, batch, dp, micro_batches)
+    stage_bounds(cfg.n_layers + 2, pp)  # embedding + blocks + head: refuse too many stages now
     groups = grid.groups(rank)
     k, line = groups.index("pp"), groups.ranks("pp")
     ref, ref_losses = reference_run(cfg, steps, batch, dev)
@@ -124,10 +139,7 @@ def train_dp_pp(rank: int, world_size: int, dp: int, pp: int, steps: int = 3, ba
     ref_stage = ref.layers[bounds[k]:bounds[k + 1]]
     params = list(stage.parameters())
     opt = _optimizer(params)
-    per_dp = batch // dp
-    if per_dp % micro_batches:
-        raise ValueError(f"{per_dp} examples per DP rank do not split into {micro_batches} micro-batches")
-    mb = per_dp // micro_batches
+    mb = batch // dp // micro_batches
     shape = (mb, cfg.seq_len, cfg.d_model)
     losses = []
     with comm.count() as moved:

@@ -112,9 +112,11 @@ class ExpertParallelMoE(nn.Module):
         owner = torch.arange(local, device=x.device).repeat(n).repeat_interleave(incoming.reshape(-1))
         out = torch.zeros_like(rows)
         for e, expert_mlp in enumerate(self.experts):
+            # run every expert, even on zero rows: its (empty) output keeps ``out`` in the
+            # autograd graph, so this rank joins both backward all-to-alls like its peers
+            # (a rank that skipped them would leave the others waiting forever)
             mine = (owner == e).nonzero(as_tuple=True)[0]
-            if mine.numel():
-                out = out.index_add(0, mine, expert_mlp(rows[mine]))
+            out = out.index_add(0, mine, expert_mlp(rows[mine]))
         # 4. combine
         back = all_to_all(out, recv_splits, send_splits, group)
         y = torch.zeros_like(xf).index_add(0, token, gates[token, choice].unsqueeze(-1) * back)
@@ -168,6 +170,13 @@ def _case_tokens(case, world_size, dtype):
             torch.randn(shape, generator=g, dtype=torch.float64).to(dtype))
 
 
+def _close_16bit(got, want, msg):
+    """16-bit: sums over tokens that cancel leave single elements a few % off; tolerate
+    2 % of the tensor's largest magnitude (a wrong route or a lost reduction is off by ~100 %)."""
+    scale = want.abs().max().item() if want.numel() else 0.0
+    torch.testing.assert_close(got, want, atol=2e-2 * scale + 1e-6, rtol=2e-2, msg=msg)
+
+
 def check_expert_parallel(rank: int, world_size: int, cases=None) -> list[dict]:
     """For each case: expert-parallel forward/backward vs the single-process MoE.
 
@@ -197,19 +206,18 @@ def check_expert_parallel(rank: int, world_size: int, cases=None) -> list[dict]:
         with comm.count() as bwd:
             (y * w.chunk(world_size)[rank]).sum().backward()
         layer.reduce_replicated_grads()
-        torch.testing.assert_close(y, y_ref.detach().chunk(world_size)[rank], msg=lambda m: f"output: {m}")
-        torch.testing.assert_close(mine.grad, x_ref.grad.chunk(world_size)[rank],
-                                   msg=lambda m: f"input grad: {m}")
-        torch.testing.assert_close(layer.router.weight.grad, moe.router.weight.grad,
-                                   msg=lambda m: f"router grad: {m}")
+        close = _close_16bit if torch.finfo(dtype).bits <= 16 else torch.testing.assert_close
+        close(y, y_ref.detach().chunk(world_size)[rank], msg=lambda m: f"output: {m}")
+        close(mine.grad, x_ref.grad.chunk(world_size)[rank], msg=lambda m: f"input grad: {m}")
+        close(layer.router.weight.grad, moe.router.weight.grad, msg=lambda m: f"router grad: {m}")
         first = rank * layer.local
         for e, expert_mlp in enumerate(layer.experts):
             for (name, p), p_ref in zip(expert_mlp.named_parameters(), moe.experts[first + e].parameters()):
                 if p_ref.grad is None:  # an expert no token reached has no gradient anywhere
                     assert p.grad is None or not p.grad.any(), f"expert {first + e} {name}"
                     continue
-                torch.testing.assert_close(p.grad, p_ref.grad,
-                                           msg=lambda m, e=first + e, name=name: f"expert {e} {name}: {m}")
+                close(p.grad, p_ref.grad,
+                      msg=lambda m, e=first + e, name=name: f"expert {e} {name}: {m}")
         results.append({**case, **layer.last_stats, "forward": fwd.summary(),
                         "backward": bwd.summary()})
     return results

@@ -56,8 +56,8 @@ class RankGrid:
         if set(coords) != set(self.axes):
             raise ValueError(f"give one coordinate per axis {list(self.axes)}, got {sorted(coords)}")
         for name, i in coords.items():
-            if not 0 <= i < self.sizes[name]:
-                raise ValueError(f"{name}={i} is outside [0, {self.sizes[name]})")
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.sizes[name]:
+                raise ValueError(f"{name}={i!r} is not an integer in [0, {self.sizes[name]})")
         return int(self.ranks[tuple(coords[a] for a in self.axes)])
 
     def all_groups(self, axis: str) -> list[list[int]]:
@@ -72,8 +72,8 @@ class RankGrid:
 
     def nodes_spanned(self, axis: str, gpus_per_node: int) -> int:
         """How many nodes one group of ``axis`` touches when ranks fill nodes in order."""
-        if gpus_per_node < 1:
-            raise ValueError(f"gpus_per_node must be >= 1, got {gpus_per_node}")
+        if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+            raise ValueError(f"gpus_per_node must be an integer >= 1, got {gpus_per_node!r}")
         return max(len({r // gpus_per_node for r in g}) for g in self.all_groups(axis))
 
     def label(self, rank: int) -> str:

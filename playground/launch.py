@@ -23,6 +23,7 @@ import contextlib
 import datetime
 import importlib
 import multiprocessing as mp
+import numbers
 import os
 import pickle
 import queue
@@ -139,10 +140,20 @@ def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, 
                               timeout=grace)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=grace)
+        # Start only once every rank has joined: gloo connects the ranks pair by pair inside
+        # init, and a rank whose fn returns at once would otherwise leave while a slower peer
+        # is still connecting to it ("connectFullMesh failed"), failing a job that did no wrong.
+        store.set(f"joined/{rank}", "1")
+        store.wait([f"joined/{r}" for r in range(world_size)])
         value = fn(rank, world_size, *args)
         sys.stdout.flush()
         dist.destroy_process_group()
-        results.put((rank, "ok", time.time(), pickle.dumps(value)))
+        try:
+            payload = pickle.dumps(value)
+        except Exception as exc:  # noqa: BLE001 - say what went wrong, not where pickle failed
+            raise LaunchError(f"{getattr(fn, '__qualname__', fn)} returned a value the parent "
+                              f"cannot receive (not picklable): {exc}") from None
+        results.put((rank, "ok", time.time(), payload))
     except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
         # Report before tearing the group down: the peers' "connection closed" errors are
         # consequences, and the parent tells them apart by when each exception happened.
@@ -218,8 +229,9 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
     """
     world_size = _check_world_size(world_size)
     _check_function(fn)
-    if not timeout_s > 0:
-        raise LaunchError(f"timeout_s must be > 0, got {timeout_s!r}")
+    if (isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real)
+            or not 0 < timeout_s < 1e9):  # inf would overflow the ranks' timedelta
+        raise LaunchError(f"timeout_s must be a number of seconds > 0 (and finite), got {timeout_s!r}")
     if torchrun_world_size() is not None:
         return _run_as_torchrun_rank(fn, world_size, args, timeout_s)
     backend = backend or pick_backend(world_size)
@@ -247,7 +259,7 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
                                           timeout_s, log_dir, results, os.getpid()))
                     p.start()
                     procs.append(p)
-            values = _collect(procs, results, world_size, timeout_s, fn.__qualname__)
+            values = _collect(procs, results, world_size, timeout_s, fn.__qualname__, log_dir)
         finally:
             _stop(procs)
             results.close()
@@ -256,7 +268,18 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
     return values
 
 
-def _collect(procs, results, world_size, timeout_s, name) -> list:
+def _last_words(log_dir: str, rank: int, lines: int = 3) -> str:
+    """The end of a dead rank's stderr: a native crash (a gloo abort on mismatched sizes, a
+    segfault) prints its reason there and raises nothing the parent could report."""
+    path = Path(log_dir) / f"rank{rank}.err"
+    text = path.read_text(errors="replace").strip() if path.exists() else ""
+    if not text:
+        return ""
+    tail = "\n".join(f"    {line}" for line in text.splitlines()[-lines:])
+    return f"\n--- rank {rank} stderr, last lines ---\n{tail}"
+
+
+def _collect(procs, results, world_size, timeout_s, name, log_dir) -> list:
     deadline = time.monotonic() + timeout_s
     values: dict[int, object] = {}
     dead_since: dict[int, float] = {}
@@ -272,7 +295,7 @@ def _collect(procs, results, world_size, timeout_s, name) -> list:
                 if now - dead_since.setdefault(rank, now) > 1.0:
                     raise RankFailedError(
                         rank, f"rank {rank} of {name} exited with code {p.exitcode} "
-                        "without returning (killed or crashed)")
+                        "without returning (killed or crashed)" + _last_words(log_dir, rank))
             if now > deadline:
                 waiting = [r for r in range(world_size) if r not in values]
                 raise LaunchTimeoutError(
@@ -280,19 +303,21 @@ def _collect(procs, results, world_size, timeout_s, name) -> list:
                     "(a hang, a deadlock, or a collective some rank never joined)") from None
             continue
         if status == "error":
-            raise _root_cause(procs, results, (rank, when, payload), name)
+            raise _root_cause(procs, results, (rank, when, payload), name, values, log_dir)
         values[rank] = pickle.loads(payload)
     for p in procs:
         p.join(5)
     return [values[r] for r in range(world_size)]
 
 
-def _root_cause(procs, results, first, name, grace_s: float = 1.0) -> RankFailedError:
+def _root_cause(procs, results, first, name, values, log_dir,
+                grace_s: float = 1.0) -> RankFailedError:
     """One failure makes its peers fail too; blame the rank that failed first.
 
-    A rank that died without a word (crash, kill) is the cause of its peers' connection errors.
+    A rank that died without a word (crash, kill, even ``os._exit(0)``) is the cause of its
+    peers' connection errors: it is dead, sent no error and returned no value.
     """
-    errors = [first]
+    errors, returned = [first], set(values)
     until = time.monotonic() + grace_s
     while time.monotonic() < until:
         try:
@@ -301,12 +326,14 @@ def _root_cause(procs, results, first, name, grace_s: float = 1.0) -> RankFailed
             continue
         if status == "error":
             errors.append((rank, when, payload))
+        else:
+            returned.add(rank)
     reported = {r for r, _, _ in errors}
     for r, p in enumerate(procs):
-        if r not in reported and not p.is_alive() and p.exitcode not in (0, None):
+        if r not in reported | returned and not p.is_alive():
             return RankFailedError(r, f"rank {r} of {name} exited with code {p.exitcode} "
                                       f"without returning (killed or crashed); ranks "
-                                      f"{sorted(reported)} failed in turn")
+                                      f"{sorted(reported)} failed in turn" + _last_words(log_dir, r))
     rank, _, payload = min(errors, key=lambda e: e[1])
     summary, _, tb = payload.partition("\n")
     others = sorted(r for r, _, _ in errors if r != rank)

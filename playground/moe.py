@@ -14,6 +14,7 @@ layer makes exactly the same decisions as this reference.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -29,8 +30,11 @@ def expert_capacity(tokens: int, n_experts: int, top_k: int, capacity_factor: fl
     """Slots per expert: ceil(cf · T·k / E); ``None`` means unlimited (no token is ever dropped)."""
     if capacity_factor is None:
         return tokens  # an expert is chosen at most once per token
-    if not capacity_factor > 0:
-        raise ValueError(f"capacity_factor must be > 0 (or None for no limit), got {capacity_factor!r}")
+    # a finite positive number: inf would overflow ceil(), a bool or a string is a slip
+    if (isinstance(capacity_factor, bool) or not isinstance(capacity_factor, numbers.Real)
+            or not 0 < capacity_factor < math.inf):
+        raise ValueError(f"capacity_factor must be > 0 and finite (or None for no limit), "
+                         f"got {capacity_factor!r}")
     return math.ceil(capacity_factor * tokens * top_k / n_experts)
 
 
@@ -131,6 +135,8 @@ def predicted_drops(tokens: int, n_experts: int, top_k: int, capacity_factor: fl
     Then each expert's load is Binomial(T, k/E), so E[drops] = E · E[max(0, N − C)]; the std
     treats the E queues as independent (a slight overestimate: their loads are anti-correlated).
     """
+    if not 1 <= top_k <= n_experts:
+        raise ValueError(f"need 1 <= top_k <= n_experts, got top_k={top_k}, n_experts={n_experts}")
     capacity = expert_capacity(tokens, n_experts, top_k, capacity_factor)
     p = top_k / n_experts
     if p >= 1:  # every token picks every expert: loads are exactly T

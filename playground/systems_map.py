@@ -101,7 +101,7 @@ def map_rows(dp_run: dict, tp_run: dict, pp_run: dict, cfg: ModelConfig | None =
     e = dp_run["elem_bytes"]
     Pe = dp_run["params"] * e
     L, s, h = cfg.n_layers, cfg.seq_len, cfg.d_model
-    b_tp = 2  # check_block's batch: the TP/SP block ran on b=2 sequences
+    b_tp = tp_run.get("batch", 2)  # sequences the TP/SP block ran on (check_block's batch)
     rows = []
 
     def row(strategy, replicated, sharded, collective, formula, predicted, measured, link, buys, cite):

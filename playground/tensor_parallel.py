@@ -91,6 +91,8 @@ class ColumnParallelLinear(nn.Module):
         self.splits = [lin.out_features // self.t for lin in linears]
         self.weight = nn.Parameter(column_shard([l.weight.detach() for l in linears], rank, self.t).clone())
         has_bias = all(l.bias is not None for l in linears)
+        if not has_bias and any(l.bias is not None for l in linears):  # would drop some silently
+            raise ValueError("fused column-parallel layers must all have a bias or all have none")
         self.bias = (nn.Parameter(column_shard([l.bias.detach() for l in linears], rank, self.t).clone())
                      if has_bias else None)
         self.sequence_parallel, self.seq_dim = sequence_parallel, seq_dim

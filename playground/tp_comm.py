@@ -18,6 +18,7 @@ sequence dimension and must divide by the group size; the pieces are contiguous,
 
 from __future__ import annotations
 
+import numbers
 import warnings
 
 import torch
@@ -47,6 +48,8 @@ def ring_wire_bytes(op: str, payload_bytes: int, n: int) -> float:
     tensor for all-reduce and reduce-scatter, the shard for all-gather).  Ring factors follow the
     nccl-tests convention: all-reduce 2(n-1)/n, reduce-scatter (n-1)/n, all-gather (n-1).
     """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+        raise ValueError(f"ring size n must be a positive integer, got {n!r}")
     factors = {"all_reduce": 2 * (n - 1) / n, "reduce_scatter_tensor": (n - 1) / n,
                "all_gather_into_tensor": float(n - 1)}
     if op not in factors:

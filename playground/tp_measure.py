@@ -8,9 +8,12 @@ TP, SP and PyTorch's DTensor TP and SP on the same weights and returns what was 
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
-from playground.tensor_parallel import TPBlock, dtensor_block, dtensor_local_grads
+from playground.tensor_parallel import (TPBlock, check_tp_divisible, dtensor_block,
+                                         dtensor_local_grads)
 
 __all__ = ["layer_traffic", "korthikanti_bytes", "block_activation_bytes", "check_block",
            "single_block_activation_bytes", "traffic_report", "activation_report"]
@@ -25,6 +28,10 @@ def layer_traffic(b: int, s: int, h: int, t: int, elem_bytes: int = 4,
     reduce-scatter, this rank's 1/t shard for all-gather.  Under SP the backward gathers each
     column-parallel input again (``recompute_gather``): two more all-gathers.
     """
+    if isinstance(t, bool) or not isinstance(t, numbers.Integral) or t < 1:
+        raise ValueError(f"tensor-parallel size t must be a positive integer, got {t!r}")
+    if sequence_parallel and s % t:
+        raise ValueError(f"sequence parallelism needs s divisible by t, got s={s}, t={t}")
     full = b * s * h * elem_bytes
     if t == 1:
         return {"forward": {}, "backward": {}}
@@ -54,29 +61,32 @@ def korthikanti_bytes(s: int, b: int, h: int, a: int, t: int = 1, sequence_paral
 
 def block_activation_bytes(s: int, b: int, h: int, a: int, t: int = 1,
                            sequence_parallel: bool = False, elem_bytes: int = 4,
-                           stat_bytes: int = 4, recompute_gather: bool = True,
-                           d_ff: int | None = None) -> float:
+                           stat_bytes: int | None = None, recompute_gather: bool = True,
+                           d_ff: int | None = None, lse_bytes: int | None = None) -> float:
     """Bytes autograd saves for one of *our* blocks (no dropout, fused attention kernel).
 
     Replicated under TP: the inputs of both norms, of q|k|v and of fc1 (4sbh elements) and the
-    norms' mean and 1/std (4sb floats).  Split by t: q, k, v (3sbh), the attention output, which
-    is also the input of ``o`` (sbh), GELU's input and fc2's input (sb*d_ff each, d_ff = 4h by
-    default: 4sbh each), and the kernel's
-    log-sum-exp per head and token (asb floats) -- stored instead of the s x s softmax.
+    norms' mean and 1/std (4sb values, ``stat_bytes`` each: the activation dtype).  Split by t:
+    q, k, v (3sbh), the attention output, which is also the input of ``o`` (sbh), GELU's input
+    and fc2's input (sb*d_ff each, d_ff = 4h by default: 4sbh each), and the kernel's
+    log-sum-exp per head and token (asb values, ``lse_bytes`` each: the kernel keeps it in fp32
+    even for 16-bit activations) -- stored instead of the s x s softmax.
     SP divides the replicated part by t too (only the shards are kept).
 
     The attention terms are those of PyTorch's fused CPU kernel, whose output is laid out so that
     ``o`` reads it without a copy; other kernels (CUDA's memory-efficient attention pads the
     log-sum-exp and keeps RNG state) differ in the small ``asb`` term.
     """
+    stat_bytes = elem_bytes if stat_bytes is None else stat_bytes
+    lse_bytes = max(elem_bytes, 4) if lse_bytes is None else lse_bytes
     sbh, sb = s * b * h, s * b
-    shared, shared_stats = 4 * sbh, 4 * sb
-    split, split_stats = 4 * sbh + 2 * sb * (4 * h if d_ff is None else d_ff), a * sb
+    shared, shared_stats = 4 * sbh, 4 * sb * stat_bytes
+    split, split_stats = 4 * sbh + 2 * sb * (4 * h if d_ff is None else d_ff), a * sb * lse_bytes
     if sequence_parallel:
         gathered = 0 if recompute_gather else 2 * sbh - 2 * sbh / t
         return (shared + split) * elem_bytes / t + gathered * elem_bytes + \
-            (shared_stats + split_stats) * stat_bytes / t
-    return (shared + split / t) * elem_bytes + (shared_stats + split_stats / t) * stat_bytes
+            (shared_stats + split_stats) / t
+    return (shared + split / t) * elem_bytes + shared_stats + split_stats / t
 
 
 # ----------------------------------------------------------------------------- one real run
@@ -98,6 +108,21 @@ def single_block_activation_bytes(cfg=None, batch: int = 2,
     return _saved_bytes(block, x)[1]
 
 
+def _close_16bit(got, want, msg="", rel: float = 2e-2) -> None:
+    """16-bit check: the relative error of the whole tensor, ‖got − want‖ ≤ rel·‖want‖.
+
+    Elementwise tolerances do not fit bf16 (8 bits of mantissa): each rank rounds its partial
+    sums before the all-reduce adds them, and a gradient summed over many tokens cancels down
+    to values far smaller than its terms, so single elements legitimately differ by 10 % while
+    a wrong shard or a missing reduction is off by 100 %.
+    """
+    err = (got.double() - want.double()).norm().item()
+    bound = rel * want.double().norm().item() + 1e-6
+    if not err <= bound:
+        text = f"relative error {err / max(want.double().norm().item(), 1e-30):.3g} > {rel}"
+        raise AssertionError(msg(text) if callable(msg) else f"{msg}: {text}")
+
+
 def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int = 2,
                 dtype: torch.dtype = torch.float32, recompute_gather: bool = True) -> dict:
     """Rank worker: for each t, run one block with TP, with SP and with DTensor on groups of t.
@@ -117,6 +142,16 @@ def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int 
     cfg, dev = cfg or ModelConfig(), device()
     if tp_sizes is None:  # every group size > 1 that tiles the job
         tp_sizes = tuple(t for t in range(2, world_size + 1) if world_size % t == 0)
+    # Refuse every bad size before the first collective: all ranks raise the same clear error,
+    # instead of gloo aborting on shards of unequal length half-way through.
+    for t in tp_sizes:
+        check_tp_divisible(cfg.n_heads, cfg.d_model, cfg.d_ff, t)
+        if world_size % t:
+            raise ValueError(f"tensor-parallel size {t} does not divide world size {world_size}")
+        if cfg.seq_len % t:
+            raise ValueError(f"sequence parallelism cuts seq_len={cfg.seq_len} into t={t} equal "
+                             f"shards: use a seq_len that is a multiple of {t}")
+    close = _close_16bit if torch.finfo(dtype).bits <= 16 else torch.testing.assert_close
     block = build_model(cfg, seed=0, dtype=dtype, device=dev).layers[1]
     g = torch.Generator().manual_seed(1)
     x = torch.randn(batch, cfg.seq_len, cfg.d_model, generator=g, dtype=dtype).to(dev)
@@ -126,12 +161,10 @@ def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int 
     y_ref.backward(dy)
     report = {}
     for t in tp_sizes:
-        if world_size % t:
-            raise ValueError(f"tensor-parallel size {t} does not divide world size {world_size}")
         grid = RankGrid(dp=world_size // t, tp=t)  # the other axis just replicates here
         group = grid.groups(rank).group("tp")
         r = grid.coords(rank)["tp"]
-        out = {"label": grid.label(rank)}
+        out = {"label": grid.label(rank), "batch": batch}
         for sp in (False, True):
             tpb = TPBlock(block, group, sequence_parallel=sp, recompute_gather=recompute_gather)
             cut = (lambda z: z.chunk(t, dim=1)[r]) if sp else (lambda z: z)
@@ -142,11 +175,11 @@ def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int 
                 y.backward(cut(dy))
             with comm.count() as sync:
                 tpb.finish_gradients()
-            torch.testing.assert_close(y, cut(y_ref))
-            torch.testing.assert_close(xin.grad, cut(xr.grad))
+            close(y, cut(y_ref), msg="output")
+            close(xin.grad, cut(xr.grad), msg="input grad")
             want = tpb.expected_local(block, grads=True)
             for name, p in tpb.named_parameters():
-                torch.testing.assert_close(p.grad, want[name], msg=lambda m, n=name: f"{n}: {m}")
+                close(p.grad, want[name], msg=lambda m, n=name: f"{n}: {m}")
             out["sp" if sp else "tp"] = {"forward": fwd.summary(), "backward": bwd.summary(),
                                          "grad_sync": sync.summary(), "activation_bytes": act}
         # PyTorch's own TP (and SP) on the same weights: the production reference
@@ -163,11 +196,11 @@ def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int 
             yt = tpb(xt)
             yt.backward(cut(dy))
             tpb.finish_gradients()
-            torch.testing.assert_close(yd, yt)
-            torch.testing.assert_close(xd.grad, xt.grad)
+            close(yd, yt, msg="DTensor output")
+            close(xd.grad, xt.grad, msg="DTensor input grad")
             mine = dict(tpb.named_parameters())
             for name, grad in dtensor_local_grads(dblock).items():
-                torch.testing.assert_close(mine[name].grad, grad, msg=lambda m, n=name: f"{n}: {m}")
+                close(mine[name].grad, grad, msg=lambda m, n=name: f"DTensor {n}: {m}")
         out["dtensor_equal"] = True
         report[t] = out
     return report
@@ -179,16 +212,18 @@ def _calls(summary: dict) -> str:
                      for op, n in summary["calls"].items()) or "nothing"
 
 
-def traffic_report(values: list, cfg=None, batch: int = 2, elem_bytes: int = 4) -> str:
+def traffic_report(values: list, cfg=None, batch: int = 2, elem_bytes: int = 4,
+                   recompute_gather: bool = True) -> str:
     """Per t and mode: the collectives counted in one layer beside ``layer_traffic``; raises if
-    any rank's count differs from the formula."""
+    any rank's count differs from the formula.  Pass the ``check_block`` run's settings."""
     from playground.model import ModelConfig
     from playground.tp_comm import ring_wire_bytes
     cfg = cfg or ModelConfig()
     lines = []
     for t in sorted(values[0]):
         for mode in ("tp", "sp"):
-            want = layer_traffic(batch, cfg.seq_len, cfg.d_model, t, elem_bytes, mode == "sp")
+            want = layer_traffic(batch, cfg.seq_len, cfg.d_model, t, elem_bytes, mode == "sp",
+                                 recompute_gather)
             for phase in ("forward", "backward"):
                 expect = {op: c for op, (c, _) in want[phase].items()}
                 payload = {op: p for op, (_, p) in want[phase].items()}
@@ -203,9 +238,11 @@ def traffic_report(values: list, cfg=None, batch: int = 2, elem_bytes: int = 4) 
     return "\n".join(lines)
 
 
-def activation_report(values: list, t1_bytes: int, cfg=None, batch: int = 2) -> str:
-    """Activation bytes per rank per layer: measured, our formula, and Korthikanti's (x2 for
-    fp32, no dropout); raises if a measurement differs from our formula."""
+def activation_report(values: list, t1_bytes: int, cfg=None, batch: int = 2,
+                      elem_bytes: int = 4, recompute_gather: bool = True) -> str:
+    """Activation bytes per rank per layer: measured, our formula, and Korthikanti's (16-bit,
+    scaled to ``elem_bytes``: x2 for fp32; no dropout); raises if a measurement differs from
+    our formula.  Pass the ``check_block`` run's settings."""
     from playground.model import ModelConfig
     cfg = cfg or ModelConfig()
     s, h, a = cfg.seq_len, cfg.d_model, cfg.n_heads
@@ -216,11 +253,14 @@ def activation_report(values: list, t1_bytes: int, cfg=None, batch: int = 2) -> 
             if len(got) != 1:
                 raise AssertionError(f"t={t} {mode}: ranks saved different bytes {got}")
             rows.append((t, mode.upper(), got.pop()))
-    lines = [f"{'t':>2} {'mode':4} {'measured':>9} {'our formula':>12} {'Korthikanti x2':>15}"]
+    scale = elem_bytes / 2  # the paper counts 16-bit activations
+    lines = [f"{'t':>2} {'mode':4} {'measured':>9} {'our formula':>12} "
+             f"{f'Korthikanti x{scale:g}':>15}"]
     for t, mode, got in rows:
         sp = mode == "SP"
-        ours = block_activation_bytes(s, batch, h, a, t, sp, d_ff=cfg.d_ff)
-        paper = 2 * korthikanti_bytes(s, batch, h, a, t, sp, dropout=False)
+        ours = block_activation_bytes(s, batch, h, a, t, sp, elem_bytes,
+                                      recompute_gather=recompute_gather, d_ff=cfg.d_ff)
+        paper = scale * korthikanti_bytes(s, batch, h, a, t, sp, dropout=False)
         if got != ours:
             raise AssertionError(f"t={t} {mode}: measured {got} B, formula {ours} B")
         lines.append(f"{t:>2} {mode:4} {got:>9,} {ours:>12,.0f} {paper:>15,.0f}   measured = our formula")

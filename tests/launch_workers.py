@@ -38,11 +38,24 @@ def hang_on(rank, world_size, bad_rank):
     return rank
 
 
-def exit_on(rank, world_size, bad_rank):
+def exit_on(rank, world_size, bad_rank, code=3):
     if rank == bad_rank:
-        os._exit(3)
+        os._exit(code)
     dist.barrier()
     return rank
+
+
+def abort_on(rank, world_size, bad_rank):
+    """Die like a native crash: a reason on stderr, then SIGABRT (no Python exception)."""
+    if rank == bad_rank:
+        os.write(2, b"enforce fail: received 96 bytes, expected 64\n")
+        os.abort()
+    dist.barrier()
+    return rank
+
+
+def unpicklable_on(rank, world_size, bad_rank):
+    return (lambda: rank) if rank == bad_rank else rank
 
 
 def pid(rank, world_size):
@@ -77,3 +90,14 @@ def exchange(rank, world_size, numel):
         out = torch.empty(numel * world_size)
         dist.all_gather_into_tensor(out, t)
     return moved.summary(), dist.send is before  # the counter is gone once the block ends
+
+
+def nested_counts(rank, world_size):
+    """An inner count() that saw nothing inside an outer one that then sees an all_reduce."""
+    from playground import comm
+    t = torch.ones(4)
+    with comm.count() as outer:
+        with comm.count() as inner:
+            pass
+        dist.all_reduce(t)
+    return dict(outer.calls).get("all_reduce", 0), dict(inner.calls).get("all_reduce", 0)

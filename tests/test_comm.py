@@ -47,3 +47,20 @@ def test_tensor_bytes():
     assert comm.tensor_bytes(torch.zeros(3, 5, dtype=torch.bfloat16)) == 30
     assert comm.tensor_bytes([torch.zeros(2), torch.zeros(3, dtype=torch.float64)]) == 32
     assert comm.tensor_bytes(None) == 0
+
+
+def test_nested_counters_with_equal_counts_each_close_their_own_block():
+    # at the inner block's exit both counters hold equal counts; they are still two counters
+    assert run(w.nested_counts, 2, quiet=True) == [(1, 0), (1, 0)]
+
+
+def test_ring_pass_refuses_an_empty_tensor_before_any_message():
+    import pytest
+
+    from playground.ring_pass import pass_around_ring, predicted_bytes
+    with pytest.raises(ValueError, match="numel"):  # it reads the sender from element 0
+        pass_around_ring(0, 2, 0)
+    for bad in (dict(world_size=0), dict(numel=-1), dict(dtype="float32")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            predicted_bytes(**(dict(world_size=2, numel=4) | bad))
+    assert predicted_bytes(3, 5, torch.float16) == 20

@@ -32,6 +32,20 @@ def test_dp_tp_and_dp_pp_match_single_process_training_and_the_map_rows_hold():
         assert pp["dp_per_step"]["payload_bytes"] == {"all_reduce": pp["local_param_bytes"]}
 
 
+@pytest.mark.parametrize("kind, kwargs, match", [
+    ("tp", dict(dp=1, tp=2, steps=0), "steps must be a positive integer"),
+    ("tp", dict(dp=3, tp=1, batch=8), "batch of 8 examples does not split evenly over dp=3"),
+    ("pp", dict(dp=1, pp=2, micro_batches=0), "micro_batches must be a positive integer"),
+    ("pp", dict(dp=2, pp=1, batch=8, micro_batches=3), "4 examples per DP rank do not split"),
+    ("pp", dict(dp=1, pp=7), "cannot cut 6 layers into 7"),
+])
+def test_bad_layouts_are_refused_before_any_collective(kind, kwargs, match):
+    from playground.compose import train_dp_pp, train_dp_tp
+    fn = train_dp_tp if kind == "tp" else train_dp_pp
+    with pytest.raises(ValueError, match=match):  # no process group needed: nothing ran yet
+        fn(0, 1, **kwargs)
+
+
 def test_stage_bounds():
     assert stage_bounds(6, 2) == [0, 3, 6]
     assert stage_bounds(6, 4) == [0, 2, 3, 4, 6]  # near-equal, consecutive, covering

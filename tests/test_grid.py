@@ -40,6 +40,8 @@ def test_llama3_layout_keeps_tp_inside_a_node():
     (lambda: RankGrid(dp=2).coords(2), r"rank must be an integer in \[0, 2\)"),
     (lambda: RankGrid(dp=2).all_groups("tp"), "no axis 'tp'"),
     (lambda: RankGrid(dp=2, tp=2).rank_at(dp=0), "one coordinate per axis"),
+    (lambda: RankGrid(dp=2, tp=2).rank_at(dp=0.5, tp=0), "not an integer in"),
+    (lambda: RankGrid(dp=2, tp=2).nodes_spanned("tp", 2.5), "gpus_per_node must be an integer"),
 ])
 def test_bad_input(make, match):
     with pytest.raises(ValueError, match=match):

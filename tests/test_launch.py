@@ -64,6 +64,33 @@ def test_a_rank_that_dies_is_named():
     assert not _children()
 
 
+def test_a_native_crash_is_named_with_the_last_words_of_its_stderr():
+    with pytest.raises(RankFailedError, match=r"rank 1 .*exited with code -6") as err:
+        run(w.abort_on, 2, 1, timeout_s=60, quiet=True)
+    assert "received 96 bytes, expected 64" in str(err.value)
+    assert not _children()
+
+
+def test_a_rank_that_exits_0_without_returning_is_blamed_not_its_peers():
+    with pytest.raises(RankFailedError, match=r"rank 1 .*exited with code 0") as err:
+        run(w.exit_on, 3, 1, 0, timeout_s=60)
+    assert err.value.rank == 1
+    assert not _children()
+
+
+def test_a_value_that_cannot_come_back_is_named_and_the_next_run_works():
+    with pytest.raises(RankFailedError, match=r"rank 1 .*cannot receive \(not picklable\)"):
+        run(w.unpicklable_on, 2, 1, timeout_s=60)
+    assert not _children()
+    assert run(w.sum_of_ranks, 2, quiet=True) == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1, float("inf"), float("nan"), "5"])
+def test_bad_timeout_is_refused(timeout_s):
+    with pytest.raises(LaunchError, match="timeout_s"):
+        run(w.pid, 2, timeout_s=timeout_s)
+
+
 def test_a_hanging_rank_times_out_and_is_killed():
     start = time.monotonic()
     with pytest.raises(LaunchTimeoutError, match="timed out after 4 s"):

@@ -23,7 +23,15 @@ CASES = [  # tokens are per rank
          dtype="float64", seed=1),
     dict(tokens=30, d_model=6, d_ff=12, n_experts=4, top_k=1, capacity_factor=0.75,
          dtype="float32", seed=2),
+    # 2 tokens, 1 choice each: on 2 and on 4 ranks some rank's experts receive no row at all,
+    # and that rank must still join both backward all-to-alls
+    dict(tokens=2, d_model=4, d_ff=8, n_experts=4, top_k=1, capacity_factor=None,
+         dtype="float64", seed=8),
+    # three choices per token, a capacity that drops most of them, 16-bit
+    dict(tokens=12, d_model=8, d_ff=8, n_experts=8, top_k=3, capacity_factor=0.25,
+         dtype="bfloat16", seed=5),
 ]
+EMPTY_RANK_CASE = 3
 
 
 # ----------------------------------------------------------------------------- single process
@@ -90,6 +98,8 @@ def test_binomial_drop_model_matches_random_routing():
     (dict(top_k=5), "top_k=5 cannot exceed"),
     (dict(top_k=0), "top_k must be a positive integer"),
     (dict(capacity_factor=0.0), "capacity_factor must be > 0"),
+    (dict(capacity_factor=float("inf")), "capacity_factor must be > 0 and finite"),
+    (dict(capacity_factor="1"), "capacity_factor must be > 0 and finite"),
     (dict(n_experts=2.5), "n_experts must be a positive integer"),
 ])
 def test_bad_configuration_is_named(kwargs, message):
@@ -124,8 +134,11 @@ def _check_bytes(values):
 
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_expert_parallel_equals_single_process_moe(world_size):
-    values = run(ep.check_expert_parallel, world_size, CASES, quiet=True)
+    values = run(ep.check_expert_parallel, world_size, CASES, quiet=True, timeout_s=60)
     _check_bytes(values)
+    assert any(sum(v[EMPTY_RANK_CASE]["recv_rows"]) == 0 for v in values)
+    heavy = sum(v[-1]["dropped"] for v in values)
+    assert heavy > world_size * 12 * 3 // 2  # more than half of all assignments dropped
 
 
 def test_all_to_all_equals_pytorch_differentiable_all_to_all():

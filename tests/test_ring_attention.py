@@ -17,6 +17,9 @@ CASES = [
     dict(batch=2, heads=3, seq_len=24, head_dim=5, causal=False, dtype="float64", seed=2),
     dict(batch=1, heads=2, seq_len=48, head_dim=8, causal=True, dtype="float32", seed=3),
     dict(batch=1, heads=2, seq_len=12, head_dim=4, causal=True, dtype="bfloat16", seed=4),
+    # batch = heads = 1: a rank's block is a contiguous slice, yet it must hold only its own bytes
+    dict(batch=1, heads=1, seq_len=12, head_dim=4, causal=False, dtype="float64", seed=5),
+    dict(batch=2, heads=2, seq_len=24, head_dim=8, causal=True, dtype="float16", seed=6),
 ]
 
 
@@ -91,6 +94,12 @@ def test_uneven_sequence_is_refused():
         ra.predicted_bytes(1, 1, 10, 2, 4)
 
 
+@pytest.mark.parametrize("group_size", [0, 3, 2.0])
+def test_bad_group_size_is_named_before_any_collective(group_size):
+    with pytest.raises(ValueError, match="group_size"):
+        ra.check_ring_attention(0, 4, CASES[:1], group_size)
+
+
 def test_a_rank_that_fails_names_itself():
     bad = [dict(CASES[0], seq_len=25)]  # 25 positions cannot be cut into 2 blocks
     with pytest.raises(RankFailedError, match="does not split evenly"):
@@ -103,3 +112,5 @@ def test_map_row_has_the_agreed_keys():
             "bytes_measured", "link", "buys", "cite"} <= set(row)
     assert row["bytes_predicted"] > 0
     assert row["bytes_measured"] is None
+    (row3,) = ra.map_rows(world_size=3)  # the map's layer splits evenly on any number of ranks
+    assert row3["bytes_predicted"] == ra.predicted_bytes(1, 4, 192, 16, 3)["step"]

@@ -14,8 +14,9 @@ from playground.launch import run
 from playground.model import ModelConfig, build_model
 from playground.tensor_parallel import TPBlock, check_tp_divisible, column_shard, row_shard
 from playground.tp_comm import ring_wire_bytes
-from playground.tp_measure import (block_activation_bytes, check_block, korthikanti_bytes,
-                                   layer_traffic, single_block_activation_bytes)
+from playground.tp_measure import (activation_report, block_activation_bytes, check_block,
+                                   korthikanti_bytes, layer_traffic, single_block_activation_bytes,
+                                   traffic_report)
 
 
 def _expected_counts(traffic):
@@ -36,8 +37,8 @@ def _check(values, cfg, batch, elem, recompute=True):
                     assert got[phase]["payload_bytes"] == payload, (t, sp, phase)
                 assert got["activation_bytes"] == block_activation_bytes(
                     s, batch, h, a, t, sp, elem, elem, recompute, cfg.d_ff), (t, sp)
-                # SP: one all-reduce of the replicated parameters' gradients; TP: none
-                assert got["grad_sync"]["calls"] == ({"all_reduce": 1} if sp else {})
+                # SP: one all-reduce of the replicated parameters' gradients; TP (or t = 1): none
+                assert got["grad_sync"]["calls"] == ({"all_reduce": 1} if sp and t > 1 else {})
 
 
 def test_tp_and_sp_equal_single_process_and_dtensor_on_4_ranks():
@@ -52,13 +53,25 @@ def test_other_shapes_float64_and_saving_the_gathered_input():
     _check(values, cfg, 3, 8, recompute=False)
 
 
+def test_three_ranks_t1_and_t3_bfloat16_one_sequence():
+    # 16-bit: the norms keep their statistics in bf16, the attention kernel its lse in fp32
+    cfg = ModelConfig(d_model=24, n_heads=6, seq_len=9, ffn_mult=1, n_layers=1)
+    values = run(check_block, 3, (1, 3), cfg, 1, torch.bfloat16, quiet=True, timeout_s=60)
+    _check(values, cfg, 1, 2)
+    traffic_report(values, cfg, batch=1, elem_bytes=2)  # each raises if a count differs
+    t1 = single_block_activation_bytes(cfg, 1, torch.bfloat16)
+    report = activation_report(values, t1, cfg, batch=1, elem_bytes=2)
+    assert report.splitlines()[0].endswith("Korthikanti x1")  # the paper counts 16-bit bytes
+
+
 def test_one_rank_block_is_the_block_and_its_bytes_are_the_formula():
     cfg = ModelConfig()
     block = build_model(cfg).layers[1]
     x = torch.randn(2, cfg.seq_len, cfg.d_model)
     torch.testing.assert_close(TPBlock(block)(x), block(x))
-    assert single_block_activation_bytes(cfg, 2) == block_activation_bytes(
-        cfg.seq_len, 2, cfg.d_model, cfg.n_heads)
+    for dtype, e in ((torch.float32, 4), (torch.bfloat16, 2), (torch.float16, 2), (torch.float64, 8)):
+        assert single_block_activation_bytes(cfg, 2, dtype) == block_activation_bytes(
+            cfg.seq_len, 2, cfg.d_model, cfg.n_heads, elem_bytes=e), dtype
 
 
 def test_shards_tile_the_weight():
@@ -86,6 +99,30 @@ def test_ring_wire_factors():
     assert ring_wire_bytes("all_gather_into_tensor", 25, 4) == 75
     with pytest.raises(ValueError, match="no ring formula"):
         ring_wire_bytes("broadcast", 1, 2)
+
+
+@pytest.mark.parametrize("world, t, cfg, match", [
+    (2, 2, ModelConfig(seq_len=7), "seq_len=7 into t=2 equal shards"),
+    (4, 3, ModelConfig(d_model=24, n_heads=6), "size 3 does not divide world size 4"),
+    (3, 3, ModelConfig(), "n_heads=4 does not split"),
+])
+def test_check_block_refuses_bad_sizes_before_any_collective(world, t, cfg, match):
+    with pytest.raises(ValueError, match=match):  # no process group needed: nothing ran yet
+        check_block(0, world, (t,), cfg)
+
+
+def test_bad_arguments_to_layers_and_formulas_are_named():
+    from torch import nn
+
+    from playground.tensor_parallel import ColumnParallelLinear
+    with pytest.raises(ValueError, match="all have a bias or all have none"):
+        ColumnParallelLinear([nn.Linear(4, 4), nn.Linear(4, 4, bias=False)])
+    with pytest.raises(ValueError, match="s divisible by t"):
+        layer_traffic(1, 7, 8, 2, sequence_parallel=True)
+    with pytest.raises(ValueError, match="positive integer"):
+        layer_traffic(1, 8, 8, 0)
+    with pytest.raises(ValueError, match="ring size n"):
+        ring_wire_bytes("all_reduce", 100, 0)
 
 
 @pytest.mark.parametrize("t, match", [(3, "n_heads=4 does not split"), (0, "positive integer"),
