@@ -104,6 +104,9 @@ def tree_children(v: int, n: int) -> list[int]:
     v's parent is v minus its lowest set bit; its children are v + m for every power of two m
     below that bit (any power of two for the root) with v + m < n.
     """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    _check_position(v, n, "v")
     low = v & -v if v else 1 << max(n - 1, 1).bit_length()
     children, m = [], low >> 1
     while m:
@@ -147,19 +150,35 @@ def sent_bytes(algorithm: str, numel: int, world_size: int, element_size: int, r
     (option ``servers``) or ``tree`` (option ``root``).
     """
     n, S = world_size, numel * element_size
+    # check everything before the early return, so a typo is never answered with "0 bytes"
+    allowed = {"ring": (), "parameter_server": ("server",), "sharded_ps": ("servers",),
+               "tree": ("root",)}
+    if algorithm not in allowed:
+        raise ValueError(f"unknown algorithm {algorithm!r}; "
+                         "expected ring, parameter_server, sharded_ps or tree")
+    unknown = sorted(set(options) - set(allowed[algorithm]))
+    if unknown:
+        raise ValueError(f"{algorithm} takes no option {unknown[0]!r} "
+                         f"(its options: {list(allowed[algorithm]) or 'none'})")
+    ring_bytes_sent(numel, n, element_size, rank)  # validates numel, n, element_size and rank
+    server, root = options.get("server", 0), options.get("root", 0)
+    k = n if options.get("servers") is None else options["servers"]  # None: every rank serves
+    if algorithm == "parameter_server":
+        _check_position(server, n, "server")
+    if algorithm == "tree":
+        _check_position(root, n, "root")
+    if algorithm == "sharded_ps" and (isinstance(k, bool) or not isinstance(k, int)
+                                      or not 1 <= k <= n):
+        raise ValueError(f"servers must be an integer between 1 and the group size {n}, got {k!r}")
     if n == 1 or numel == 0:
         return 0
     if algorithm == "ring":
         return ring_bytes_sent(numel, n, element_size, rank)
     if algorithm == "parameter_server":
-        return (n - 1) * S if rank == options.get("server", 0) else S
+        return (n - 1) * S if rank == server else S
     if algorithm == "sharded_ps":
-        k = options.get("servers") or n
         sizes = [(hi - lo) * element_size for lo, hi in shard_bounds(numel, k)]
         pushed = sum(size for s, size in enumerate(sizes) if s != rank)
         return pushed + ((n - 1) * sizes[rank] if rank < k else 0)
-    if algorithm == "tree":
-        v = (rank - options.get("root", 0)) % n
-        return S * ((1 if v else 0) + len(tree_children(v, n)))
-    raise ValueError(f"unknown algorithm {algorithm!r}; "
-                     "expected ring, parameter_server, sharded_ps or tree")
+    v = (rank - root) % n  # tree
+    return S * ((1 if v else 0) + len(tree_children(v, n)))

@@ -26,7 +26,7 @@ from playground.launch import device
 from playground.ring import ring_all_reduce
 
 __all__ = ["ALL_REDUCES", "count_bytes", "time_all_reduces", "busbw_gb_s", "MB", "usable_cores",
-           "cost_explorer"]
+           "cost_explorer", "quartiles"]
 
 MB = 2 ** 20
 
@@ -64,7 +64,14 @@ def count_bytes(rank: int, world_size: int, numel: int, sizes: list[int] | None 
     this rank (empty where it is not a member).  Each result is checked against the built-in.
     """
     chosen = _pick(algorithms)
+    if isinstance(numel, bool) or not isinstance(numel, int) or numel < 0:
+        raise ValueError(f"numel must be an integer >= 0, got {numel!r}")
     sizes = list(sizes or range(2, world_size + 1))
+    bad = [N for N in sizes if isinstance(N, bool) or not isinstance(N, int)
+           or not 1 <= N <= world_size]
+    if bad:  # every rank refuses alike, before any group is created
+        raise ValueError(f"group sizes must be integers from 1 to the {world_size} ranks, "
+                         f"got {bad}")
     out = {}
     for N in sizes:
         group = dist.new_group(list(range(N)))  # every rank must take part in creating it
@@ -84,6 +91,18 @@ def count_bytes(rank: int, world_size: int, numel: int, sizes: list[int] | None 
     return out
 
 
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    """(p25, median, p75) of the samples, each within [min, max]."""
+    values = sorted(values)
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    # "exclusive" quartiles extrapolate beyond the samples when there are only two (a p25 below
+    # the fastest run, even negative); from three samples on they stay inside
+    method = "exclusive" if len(values) > 2 else "inclusive"
+    q1, med, q3 = statistics.quantiles(values, n=4, method=method)
+    return q1, med, q3
+
+
 def _sync():
     if device().type == "cuda":
         torch.cuda.synchronize()
@@ -101,10 +120,17 @@ def time_all_reduces(rank: int, world_size: int, sizes_bytes: list[int],
     α-β-γ model under "alpha_beta" with the ping-pong data under "ping_pong".
     """
     chosen = _pick(algorithms)
+    bad = [s for s in sizes_bytes
+           if isinstance(s, bool) or not isinstance(s, int) or s < 4 or s % 4]
+    if bad:  # the tensors are float32: any other size would be timed as a different one
+        raise ValueError(f"sizes_bytes must be positive multiples of 4 (float32), got {bad}")
+    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
     names = list(chosen)
     samples = torch.zeros(len(sizes_bytes), len(names), repeats, dtype=torch.float64)
     for i, size in enumerate(sizes_bytes):
-        x = torch.randn(max(size // 4, 1), generator=torch.Generator().manual_seed(rank))
+        x = torch.randn(size // 4, generator=torch.Generator().manual_seed(rank))
         x = x.to(device())
         work = torch.empty_like(x)
         for _ in range(warmup):
@@ -126,9 +152,7 @@ def time_all_reduces(rank: int, world_size: int, sizes_bytes: list[int],
     for i, size in enumerate(sizes_bytes):
         times[size] = {}
         for j, name in enumerate(names):
-            values = sorted(samples[i, j].tolist())
-            q1, med, q3 = (statistics.quantiles(values, n=4) if len(values) > 1
-                           else [values[0]] * 3)
+            q1, med, q3 = quartiles(samples[i, j].tolist())
             times[size][name] = {"median_s": med, "p25_s": q1, "p75_s": q3,
                                  "spread": (q3 - q1) / med,
                                  "busbw_gb_s": busbw_gb_s(size, med, world_size)}

@@ -29,6 +29,7 @@ With c >= 2n cores it never exceeds the ring's per-link time; with 4 ranks on 2 
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 import time
 from dataclasses import dataclass
@@ -67,6 +68,8 @@ def ping_pong(rank: int, sizes_bytes: list[int], repeats: int = 9, group=None) -
     to run the woken process, which is load, not α or β.  Every rank of the job must call it
     (the others wait at a barrier).  Returns {bytes: s} on rank 0 and {} elsewhere.
     """
+    if dist.get_world_size(group) < 2:  # rank 0 would wait forever for a rank 1
+        raise ValueError("ping_pong needs at least 2 ranks (it times messages between 0 and 1)")
     result = {}
     if rank in (0, 1):
         peer = 1 - rank
@@ -107,6 +110,9 @@ def fit(one_way: dict[int, float], gamma_s_per_byte: float = 0.0) -> AlphaBeta:
     """Least squares of t = α + m·β in *relative* error, so 4 B and 16 MB weigh alike."""
     if len(one_way) < 2:
         raise ValueError("fit needs one-way times for at least two message sizes")
+    bad = {m: t for m, t in one_way.items() if not (m >= 0 and 0 < t < math.inf)}
+    if bad:  # the fit divides by each time: a zero, negative or NaN time poisons α and β
+        raise ValueError(f"fit needs sizes >= 0 and finite one-way times > 0, got {bad}")
     m = torch.tensor(list(one_way), dtype=torch.float64)
     t = torch.tensor(list(one_way.values()), dtype=torch.float64)
     design = torch.stack([torch.ones_like(m), m], 1) / t[:, None]
@@ -116,11 +122,21 @@ def fit(one_way: dict[int, float], gamma_s_per_byte: float = 0.0) -> AlphaBeta:
     return AlphaBeta(alpha, beta, gamma_s_per_byte)
 
 
-def _check(n, size_bytes):
+def _check(n, size_bytes, algorithm=None, servers=None):
+    """Refuse bad input up front (also where n = 1 would short-cut to 0 s): a typo in an
+    algorithm's name or an impossible server count must not come back as a plausible time."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"world size must be an integer >= 1, got {n!r}")
-    if size_bytes < 0:
-        raise ValueError(f"message size must be >= 0 bytes, got {size_bytes!r}")
+    if isinstance(size_bytes, bool) or not isinstance(size_bytes, numbers.Real) \
+            or not 0 <= size_bytes < math.inf:  # also refuses NaN
+        raise ValueError(f"message size must be a finite number >= 0 bytes, got {size_bytes!r}")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algorithm!r}; "
+                         f"expected one of {', '.join(ALGORITHMS)}")
+    if servers is not None and (isinstance(servers, bool) or not isinstance(servers, int)
+                                or not 1 <= servers <= n):
+        raise ValueError(f"servers must be an integer between 1 and the world size {n}, "
+                         f"got {servers!r}")
 
 
 def machine_bound(model: AlphaBeta, n: int, size_bytes: float, cores: int) -> float:
@@ -136,7 +152,7 @@ def predict(model: AlphaBeta, algorithm: str, n: int, size_bytes: float,
             servers: int | None = None, cores: int | None = None) -> float:
     """Predicted seconds of one all-reduce of ``size_bytes`` on ``n`` ranks (table above); with
     ``cores``, never less than the shared-machine bound of ``cores`` CPU cores."""
-    _check(n, size_bytes)
+    _check(n, size_bytes, algorithm, servers)
     if n == 1:
         return 0.0
     link = _per_link(model, algorithm, n, size_bytes, servers)
@@ -161,7 +177,7 @@ def _per_link(model, algorithm, n, size_bytes, servers):
 def busiest_rank_bytes(algorithm: str, n: int, size_bytes: float,
                        servers: int | None = None) -> float:
     """Bytes the busiest rank sends in one all-reduce (n divides the size)."""
-    _check(n, size_bytes)
+    _check(n, size_bytes, algorithm, servers)
     if n == 1:
         return 0.0
     S = size_bytes

@@ -43,7 +43,12 @@ def allreduce_gradients(model: nn.Module, all_reduce=ring_all_reduce, group=None
     n = dist.get_world_size(group)
     grads = _grads(model)
     for grad in grads:
-        all_reduce(grad, group=group)
+        # a gradient takes its parameter's strides (a transposed weight's is non-contiguous):
+        # reduce a contiguous copy and write it back, as the in-place all-reduce needs
+        flat = grad if grad.is_contiguous() else grad.contiguous()
+        all_reduce(flat, group=group)
+        if flat is not grad:
+            grad.copy_(flat)
         grad.div_(n)
     return len(grads)
 
@@ -143,7 +148,8 @@ class BucketedDDP:
         bucket, k = self._where[p]
         self.events.append(("grad_ready", self._index[p], self._clock.now()))
         off = bucket.offsets[k]
-        bucket.flat[off:off + p.numel()].copy_(p.grad.view(-1))
+        # view_as, not p.grad.view(-1): a gradient may be non-contiguous (a transposed weight)
+        bucket.flat[off:off + p.numel()].view_as(p.grad).copy_(p.grad)
         bucket.ready += 1
         if bucket.ready == len(bucket.params):
             self._launch(bucket)
@@ -170,7 +176,7 @@ class BucketedDDP:
         for b in self.buckets:
             b.work.wait()
             for p, off in zip(b.params, b.offsets):
-                p.grad.view(-1).copy_(b.flat[off:off + p.numel()])
+                p.grad.copy_(b.flat[off:off + p.numel()].view_as(p.grad))
         self.events.append(("finished", -1, self._clock.now()))
 
     def remove_hooks(self) -> None:

@@ -83,8 +83,12 @@ def train_and_compare(rank: int, world_size: int, cfg: ModelConfig, steps: int =
     Returns per design: the largest parameter difference from the reference, the losses of
     rank 0's slices, and the number of all-reduces one step launched.
     """
-    if batch_size % world_size:
-        raise ValueError(f"batch_size={batch_size} must be divisible by the {world_size} ranks")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1 \
+            or batch_size % world_size:
+        raise ValueError(f"batch_size={batch_size!r} must be a positive multiple of the "
+                         f"{world_size} ranks")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")  # the last step is read
     reference = build_model(cfg, seed=0, device=device())
     ref_opt = torch.optim.SGD(reference.parameters(), lr=lr, momentum=0.9)
     for step in range(steps):
@@ -159,6 +163,10 @@ def overlap_summary(events: list) -> dict:
     intervals), of communication hidden under backward, and of the exposed tail after it.
     """
     at = {kind: t for kind, _, t in events if kind in ("backward_start", "backward_end", "finished")}
+    missing = [k for k in ("backward_start", "backward_end", "finished") if k not in at]
+    if missing:  # backward_start is the caller's: ddp.mark("backward_start") before backward
+        raise ValueError(f"events lack {missing}: pass one step's BucketedDDP.events, "
+                         "with ddp.mark('backward_start') called before loss.backward()")
     launch = {i: t for kind, i, t in events if kind == "launch"}
     done = {i: t for kind, i, t in events if kind == "done"}
     intervals, busy, hidden = sorted((launch[i], done[i]) for i in launch), 0.0, 0.0

@@ -36,10 +36,17 @@ def storage_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
     return total
 
 
+# per-parameter counters of torch's optimizers (Adam's step, NAdam's mu_product, ASGD's eta/mu)
+BOOKKEEPING = frozenset({"step", "mu_product", "eta", "mu"})
+
+
 def _optimizer_tensors(optimizer) -> list[torch.Tensor]:
+    """The optimizer's per-parameter state.  A 0-dim entry is a counter, left out, unless its
+    parameter is itself 0-dim: a scalar parameter's momentum is a 0-dim tensor too."""
     tensors = []
-    for state in optimizer.state.values():
-        tensors += [v for v in state.values() if isinstance(v, torch.Tensor) and v.dim() > 0]
+    for param, state in optimizer.state.items():
+        tensors += [v for key, v in state.items() if isinstance(v, torch.Tensor)
+                    and key not in BOOKKEEPING and (v.dim() > 0 or param.dim() == 0)]
     return tensors
 
 

@@ -53,9 +53,14 @@ def ring_bytes_sent(numel: int, world_size: int, element_size: int, rank: int = 
     All-gather: position p sends every chunk except chunk p+1 (the last one it receives).
     When n divides ``numel`` this is (n-1)/n · S per phase, S = numel · element_size.
     """
-    if phases not in (1, 2):
+    if isinstance(phases, bool) or phases not in (1, 2):
         raise ValueError(f"phases must be 1 (reduce-scatter) or 2 (all-reduce), got {phases!r}")
+    if isinstance(element_size, bool) or not isinstance(element_size, int) or element_size < 1:
+        raise ValueError(f"element_size must be a positive integer (bytes), got {element_size!r}")
     bounds = shard_bounds(numel, world_size)
+    # a ring position outside [0, n) would index another rank's chunk (or wrap round silently)
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank must be a ring position, 0 <= rank < {world_size}, got {rank!r}")
     sizes = [e - s for s, e in bounds]
     total = 0
     n = world_size

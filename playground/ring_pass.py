@@ -16,13 +16,25 @@ from playground.launch import cli, device
 __all__ = ["pass_around_ring", "predicted_bytes"]
 
 
+def _check_numel(numel, least: int = 0) -> None:
+    # pass_around_ring reads the sender's rank from element 0: it needs at least one element
+    if isinstance(numel, bool) or not isinstance(numel, int) or numel < least:
+        raise ValueError(f"numel must be an integer >= {least}, got {numel!r}")
+
+
 def predicted_bytes(world_size: int, numel: int, dtype: torch.dtype = torch.float32) -> int:
     """Bytes each rank sends (and receives) when every tensor goes once around the ring."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
+    _check_numel(numel)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype must be a torch.dtype, got {dtype!r}")
     return (world_size - 1) * numel * torch.tensor([], dtype=dtype).element_size()
 
 
 def pass_around_ring(rank: int, world_size: int, numel: int = 1024) -> dict:
     """Pass tensors around the ring n-1 times; return what this rank saw and moved."""
+    _check_numel(numel, least=1)  # every rank refuses alike, before any message is posted
     right, left = (rank + 1) % world_size, (rank - 1) % world_size
     current = torch.full((numel,), float(rank), device=device())
     incoming = torch.empty_like(current)

@@ -89,10 +89,10 @@ class ZeroDP:
 
     def __init__(self, model: nn.Module, stage: int, precision: str = "mixed", *,
                  lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, group=None):
-        if isinstance(stage, bool) or stage not in STAGES:
+        if type(stage) is not int or stage not in STAGES:  # not True, not 1.0
             raise ValueError(f"stage must be one of {STAGES} (0 = plain data parallelism), "
                              f"got {stage!r}")
-        if precision not in RECIPES:
+        if not isinstance(precision, str) or precision not in RECIPES:
             raise ValueError(f"precision must be one of {sorted(RECIPES)}, got {precision!r}")
         flat_units(model)
         if any(p.dtype != torch.float32 for p in model.parameters()):
@@ -104,7 +104,16 @@ class ZeroDP:
         self.model, self.stage, self.precision, self.group = model, stage, precision, group
         self.n, self.rank = dist.get_world_size(group), dist.get_rank(group)
         dtype = COMPUTE_DTYPE[precision]
-        self.units = [_Unit(m, self.rank, self.n, dtype) for m in flat_units(model)]
+        # frozen parameters are neither trained nor sharded: each rank keeps a replica, in the
+        # compute dtype so that a frozen bias meets bf16 activations in mixed precision
+        for p in model.parameters():
+            if not p.requires_grad:
+                p.data = p.data.to(dtype)
+        # a unit with nothing to train (an activation, a frozen layer) has nothing to shard
+        self.units = [_Unit(m, self.rank, self.n, dtype) for m in flat_units(model)
+                      if any(p.requires_grad for p in m.parameters())]
+        if not self.units:
+            raise ValueError("ZeroDP found no trainable parameter in model.layers")
         masters = []
         for u in self.units:
             lo, hi = (0, u.numel) if stage == 0 else (u.lo, u.hi)

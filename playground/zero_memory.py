@@ -21,6 +21,7 @@ it (``playground.ring.shard_bounds``), so a rank holds ⌈numel/N_d⌉ or ⌊num
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 from playground.ring import shard_bounds
@@ -62,8 +63,13 @@ def _recipe(precision) -> Recipe:
     return RECIPES[precision]
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
+
+
 def _check(stage, n_d) -> None:
-    if isinstance(stage, bool) or stage not in STAGES:
+    # an int only: 1.0 == 1 would pass a membership test and print as "stage 1.0"
+    if not _is_int(stage) or stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES} (0 = plain data parallelism), "
                          f"got {stage!r}")
     if isinstance(n_d, bool) or not isinstance(n_d, int) or n_d < 1:
@@ -78,7 +84,7 @@ def _sharded(stage: int) -> tuple[bool, bool, bool]:
 def predicted(psi: float, n_d: int, stage: int, precision="mixed") -> dict[str, float]:
     """Per-rank bytes of parameters, gradients and optimizer state (the formulas above)."""
     _check(stage, n_d)
-    if not psi >= 0:
+    if isinstance(psi, bool) or not isinstance(psi, numbers.Real) or not psi >= 0:
         raise ValueError(f"psi (number of parameters) must be >= 0, got {psi!r}")
     r = _recipe(precision)
     shard_p, shard_g, shard_o = _sharded(stage)
@@ -93,13 +99,18 @@ def exact_bytes(unit_numels, n_d: int, stage: int, rank: int, precision="mixed")
     """Bytes rank ``rank`` holds when each unit (one flat buffer per layer) is sharded with
     ``shard_bounds``: the formula with Ψ/N_d replaced by this rank's real shard sizes."""
     _check(stage, n_d)
-    if not 0 <= rank < n_d:
-        raise ValueError(f"rank must be in [0, {n_d}), got {rank!r}")
+    if not _is_int(rank) or not 0 <= rank < n_d:
+        raise ValueError(f"rank must be an integer in [0, {n_d}), got {rank!r}")
+    unit_numels = list(unit_numels)
+    bad = [k for k in unit_numels if not _is_int(k) or k < 0]
+    if bad:  # a fractional element count would come back as fractional bytes
+        raise ValueError(f"unit_numels must be integers >= 0 (elements per unit), got {bad[0]!r}")
+    unit_numels, rank = [int(k) for k in unit_numels], int(rank)
     r = _recipe(precision)
     full = sum(unit_numels)
     shard = 0
     for numel in unit_numels:
-        lo, hi = shard_bounds(int(numel), n_d)[rank]
+        lo, hi = shard_bounds(numel, n_d)[rank]
         shard += hi - lo
     shard_p, shard_g, shard_o = _sharded(stage)
     out = {"parameters": r.parameter * (shard if shard_p else full),
@@ -115,6 +126,8 @@ def comm_elements(psi: float, stage: int) -> float:
     all-gathers the parameters twice (forward, backward) and reduce-scatters gradients = 3Ψ.
     A ring sends (N_d-1)/N_d of this per rank (``playground.ring``)."""
     _check(stage, 1)
+    if isinstance(psi, bool) or not isinstance(psi, numbers.Real) or not psi >= 0:
+        raise ValueError(f"psi (number of parameters) must be >= 0, got {psi!r}")
     return (3 if stage == 3 else 2) * psi
 
 

@@ -37,16 +37,23 @@ __all__ = ["launch", "train_ranks", "reference_parameters", "plain_parameters",
            "saved_activation_bytes"]
 
 
+def _known(v) -> bool:
+    if not isinstance(v, tuple):  # a bare string would otherwise split into letters
+        return False
+    precision = v[-1] if len(v) > 1 and isinstance(v[-1], str) else None  # hashable, or None
+    return (len(v) == 3 and v[0] == "zero" and type(v[1]) is int and v[1] in (0, 1, 2, 3)
+            and precision in COMPUTE_DTYPE) or \
+        (len(v) == 2 and v[0] == "fsdp2" and precision in COMPUTE_DTYPE) or \
+        v in (("zero_optim",), ("ddp",))
+
 
 def check_variants(variants) -> list[tuple]:
     """Refuse a malformed variant list before any process starts."""
-    variants = [tuple(v) for v in variants]
+    if isinstance(variants, (str, bytes)) or not hasattr(variants, "__iter__"):
+        raise ValueError(f"variants must be a list of variant tuples, got {variants!r}")
+    variants = [tuple(v) if isinstance(v, list) else v for v in variants]
     for v in variants:
-        ok = (v and v[0] == "zero" and len(v) == 3 and v[1] in (0, 1, 2, 3)
-              and not isinstance(v[1], bool) and v[2] in COMPUTE_DTYPE) or \
-             (v and v[0] == "fsdp2" and len(v) == 2 and v[1] in COMPUTE_DTYPE) or \
-             v in (("zero_optim",), ("ddp",))
-        if not ok:
+        if not _known(v):
             raise ValueError(f"unknown variant {v!r}: use ('zero', stage 0-3, 'mixed'|'fp32'), "
                              "('fsdp2', 'mixed'|'fp32'), ('zero_optim',) or ('ddp',)")
     if len(set(variants)) != len(variants):
@@ -65,10 +72,13 @@ def launch(world_size: int, variants, cfg: ModelConfig | None = None, *, steps: 
             or batch_size % world_size:
         raise ValueError(f"batch_size={batch_size!r} must be a positive multiple of "
                          f"world_size={world_size} (every rank gets an equal micro-batch)")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    for name, value in (("steps", steps), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if cfg is not None and not isinstance(cfg, ModelConfig):
+        raise ValueError(f"cfg must be a playground.model.ModelConfig, got {type(cfg).__name__}")
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0:
+        raise ValueError(f"lr must be a number > 0, got {lr!r}")
     return run(train_ranks, world_size, variants, cfg or ModelConfig(), steps, batch_size, lr,
                seed, repeats, timeout_s=timeout_s, quiet=True)
 
@@ -76,6 +86,10 @@ def launch(world_size: int, variants, cfg: ModelConfig | None = None, *, steps: 
 def predicted_sent_bytes(numels, n: int, stage: int, precision: str, rank: int = 0) -> int:
     """Bytes rank ``rank`` sends in one ZeroDP step: one ring reduce-scatter (RS) and one ring
     all-gather (AG) of every unit (stage 0 as an all-reduce), plus a second AG in stage 3."""
+    if type(stage) is not int or stage not in (0, 1, 2, 3):
+        raise ValueError(f"stage must be one of (0, 1, 2, 3), got {stage!r}")
+    if not isinstance(precision, str) or precision not in COMPUTE_DTYPE:
+        raise ValueError(f"precision must be one of {sorted(COMPUTE_DTYPE)}, got {precision!r}")
     es = torch.tensor([], dtype=COMPUTE_DTYPE[precision]).element_size()
     rs = sum(ring_bytes_sent(k, n, es, rank, phases=1) for k in numels)
     ag = sum(ring_bytes_sent(k, n, es, rank, phases=2) for k in numels) - rs

@@ -149,3 +149,57 @@ def test_cost_explorer_builds_its_widget():
     sliders = [w for row in box.children[:2] for w in row.children]
     assert [s.description for s in sliders] == ["ranks N", "S (bytes)", "α (µs)", "1/β (GB/s)"]
     sliders[0].value = 64  # moving a slider redraws without error
+
+
+def test_byte_and_time_formulas_refuse_bad_input_even_where_the_answer_would_be_zero():
+    m = cost_model.AlphaBeta(1e-5, 1e-9)
+    for call, match in (
+            (lambda: sent_bytes("butterfly", 10, 1, 4, 0), "unknown algorithm"),
+            (lambda: sent_bytes("ring", 10, 4, 4, 4), "rank"),
+            (lambda: sent_bytes("ring", 10, 4, 4, 0, server=1), "no option 'server'"),
+            (lambda: sent_bytes("parameter_server", 10, 4, 4, 0, server=4), "server"),
+            (lambda: sent_bytes("sharded_ps", 10, 4, 4, 0, servers=0), "servers"),
+            (lambda: sent_bytes("sharded_ps", 10, 4, 4, 0, servers=5), "servers"),
+            (lambda: sent_bytes("tree", 0, 4, 4, 0, root=-1), "root"),
+            (lambda: tree_children(4, 4), "v must be"),
+            (lambda: cost_model.predict(m, "butterfly", 1, 1e6), "unknown algorithm"),
+            (lambda: cost_model.predict(m, "sharded_ps", 4, 1e6, servers=-1), "servers"),
+            (lambda: cost_model.predict(m, "sharded_ps", 4, 1e6, servers=5), "servers"),
+            (lambda: cost_model.busiest_rank_bytes("sharded_ps", 4, 1e6, servers=0), "servers"),
+            (lambda: cost_model.predict(m, "ring", 4, float("nan")), "message size"),
+            (lambda: cost_model.predict(m, "ring", 4, "1e6"), "message size"),
+            (lambda: cost_model.fit({4: 0.0, 8: 1e-5}), "times > 0")):
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert sent_bytes("sharded_ps", 10, 4, 4, 0, servers=None) == \
+        sent_bytes("sharded_ps", 10, 4, 4, 0)
+
+
+def test_quartiles_stay_within_the_samples():
+    from playground.allreduce_lab import quartiles
+    assert quartiles([9.0, 1.0]) == (3.0, 5.0, 7.0)  # "exclusive" would give p25 = -1
+    assert quartiles([2.0]) == (2.0, 2.0, 2.0)
+    assert quartiles([1.0, 2.0, 3.0]) == (1.0, 2.0, 3.0)
+
+
+def one_rank_lab(rank, world_size):
+    from playground.allreduce_lab import count_bytes, time_all_reduces
+    errors = []
+    for call in (lambda: cost_model.ping_pong(rank, [4]),  # used to wait forever for rank 1
+                 lambda: count_bytes(rank, world_size, 5, [2]),
+                 lambda: time_all_reduces(rank, world_size, [6]),
+                 lambda: time_all_reduces(rank, world_size, [8], repeats=0)):
+        try:
+            call()
+            errors.append(None)
+        except ValueError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def test_lab_rank_functions_refuse_bad_input_instead_of_hanging():
+    errors = run(one_rank_lab, 1, timeout_s=60)[0]
+    assert "at least 2 ranks" in errors[0]
+    assert "group sizes" in errors[1]
+    assert "multiples of 4" in errors[2]
+    assert "repeats" in errors[3]

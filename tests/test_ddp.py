@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from playground.ddp import BucketedDDP, plan_buckets
+from playground.ddp import BucketedDDP, allreduce_gradients, plan_buckets
 from playground.ddp_check import DESIGNS, time_steps, train_and_compare
 from playground.launch import run
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
@@ -24,6 +24,32 @@ def unused_parameter(rank, world_size):
     except RuntimeError as exc:
         return str(exc)
     return "no error"
+
+
+class Transposed(torch.nn.Module):
+    """A weight stored transposed: its gradient is non-contiguous, like the weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(12.0).view(3, 4).t())
+        self.scale = torch.nn.Parameter(torch.tensor(0.5))  # 0-dim
+
+    def forward(self, x):
+        return (x @ self.w).sum() * self.scale
+
+
+def transposed_weights(rank, world_size):
+    """Both designs average non-contiguous gradients (torch DDP does) instead of failing."""
+    grads = []
+    for design in ("per_gradient", "bucketed"):
+        model = Transposed()
+        ddp = BucketedDDP(model, bucket_bytes=1) if design == "bucketed" else None
+        if ddp:
+            ddp.start_step()
+        model(torch.full((2, 4), float(rank + 1))).backward()
+        ddp.finish() if ddp else allreduce_gradients(model)
+        grads.append([model.w.grad, model.scale.grad])
+    return grads
 
 
 def test_three_designs_equal_single_process_training_on_3_ranks():
@@ -74,3 +100,29 @@ def test_bad_models_and_unused_parameters_are_named():
         BucketedDDP(torch.nn.ReLU())
     message = run(unused_parameter, 2)[0]
     assert "never filled" in message and "unused" in message
+
+
+def test_non_contiguous_gradients_are_averaged_by_both_designs():
+    world_size = 3
+    expected = []  # the mean over ranks of each rank's own gradient
+    for rank in range(world_size):
+        model = Transposed()
+        model(torch.full((2, 4), float(rank + 1))).backward()
+        expected.append([model.w.grad / world_size, model.scale.grad / world_size])
+    expected = [sum(g[i] for g in expected) for i in range(2)]
+    for per_rank in run(transposed_weights, world_size):
+        for grads in per_rank:  # per_gradient, bucketed
+            assert not grads[0].is_contiguous()
+            for got, want in zip(grads, expected):
+                torch.testing.assert_close(got, want)
+
+
+def test_bad_run_arguments_are_named_before_any_communication():
+    from playground.ddp_check import overlap_summary
+    with pytest.raises(ValueError, match="steps"):
+        train_and_compare(0, 1, CFG, 0)  # zero steps: nothing to compare
+    with pytest.raises(ValueError, match="batch_size"):
+        train_and_compare(0, 3, CFG, 1, 0)
+    with pytest.raises(ValueError, match="backward_start"):
+        overlap_summary([("launch", 0, 0.1), ("done", 0, 0.2), ("backward_end", -1, 0.3),
+                         ("finished", -1, 0.4)])

@@ -65,3 +65,15 @@ def test_saved_activations_counts_what_autograd_keeps():
         torch.relu(x @ w).sum()
     # matmul saves x (its weight is excluded); relu saves its output (8 x 64 float32)
     assert saved.bytes == 2 * 8 * 64 * 4
+
+
+def test_optimizer_state_of_a_scalar_parameter_is_counted_but_step_counters_are_not():
+    scalar, vector = torch.nn.Parameter(torch.tensor(1.0)), torch.nn.Parameter(torch.zeros(3))
+    for make, per_param in ((lambda ps: torch.optim.Adam(ps), 8),  # exp_avg + exp_avg_sq
+                            (lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 4),
+                            (lambda ps: torch.optim.NAdam(ps), 8)):  # not its mu_product
+        opt = make([scalar, vector])
+        (scalar * vector.sum() + scalar).backward()
+        opt.step()
+        assert model_state_bytes([scalar, vector], opt)["optimizer"] == per_param * (1 + 3)
+        scalar.grad = vector.grad = None

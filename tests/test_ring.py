@@ -112,6 +112,20 @@ def bad_input(rank, world_size):
     return errors
 
 
+def segmented(rank, world_size):
+    """Chunks over SEGMENT_BYTES travel as several segments (the path small tensors never take):
+    uneven float64 chunks of ~1.5 segments each, still equal to dist.all_reduce."""
+    from playground.ring import SEGMENT_BYTES
+    numel = world_size * 3 * SEGMENT_BYTES // 16 + world_size - 1
+    x = _data(rank, numel, torch.float64, seed=5)
+    expected = x.clone()
+    dist.all_reduce(expected)
+    with comm.count() as moved:
+        ring_all_reduce(x)
+    torch.testing.assert_close(x, expected)
+    return numel, moved.sent_bytes
+
+
 PHASE_NUMEL = {1: 5, 2: 0, 3: 10, 4: 2}  # uneven, empty, fewer elements than ranks
 
 
@@ -122,6 +136,8 @@ def suite(rank, world_size, seed):
            "bad": bad_input(rank, world_size)}
     if world_size == 4:
         out["subgroups"] = subgroups(rank, world_size)
+    if world_size == 3:
+        out["segmented"] = segmented(rank, world_size)
     return out
 
 
@@ -156,6 +172,13 @@ def test_shard_bounds_examples_and_errors():
         shard_bounds(-1, 2)
 
 
+def test_ring_bytes_refuses_what_is_not_a_ring_position_or_a_size():
+    for bad, match in ((dict(rank=4), "rank"), (dict(rank=-1), "rank"),
+                       (dict(element_size=0), "element_size"), (dict(phases=True), "phases")):
+        with pytest.raises(ValueError, match=match):
+            ring_bytes_sent(**(dict(numel=10, world_size=4, element_size=4) | bad))
+
+
 def test_ring_bytes_formula_when_divisible():
     for n in (2, 3, 4, 8):
         S = 4 * 96 * n
@@ -187,6 +210,11 @@ def test_reduce_scatter_then_all_gather(world_size):
                                         for r in range(world_size)]
     totals = [rs + ag for rs, ag in values]
     assert totals == [ring_bytes_sent(numel, world_size, 8, r) for r in range(world_size)]
+
+
+def test_big_chunks_travel_in_segments_and_still_sum():
+    for rank, (numel, sent) in enumerate(v["segmented"] for v in results(3)):
+        assert sent == ring_bytes_sent(numel, 3, 8, rank)
 
 
 def test_ring_on_a_subgroup_uses_group_ranks():

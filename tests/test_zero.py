@@ -7,11 +7,11 @@ Three launches (N_d = 2, 3, 4) carry every check: each trains all variants for 3
 import pytest
 import torch
 
-from playground.launch import LaunchError
+from playground.launch import LaunchError, run
 from playground.model import ModelConfig, build_model
-from playground.zero import ZeroDP
-from playground.zero_memory import (PAPER_TABLE_1, RECIPES, exact_bytes, paper_table,
-                                    predicted)
+from playground.zero import COMPUTE_DTYPE, ZeroDP
+from playground.zero_memory import (PAPER_TABLE_1, RECIPES, comm_elements, exact_bytes,
+                                    paper_table, predicted)
 from playground.zero_runs import (check_variants, launch, plain_parameters,
                                   predicted_sent_bytes, reference_parameters, ring_order_sum,
                                   unit_numels)
@@ -61,8 +61,9 @@ def test_paper_table_1_is_reproduced():
     assert PAPER_TABLE_1["7.5B"][64] == (120, 31.4, 16.6, 1.88)
 
 
-@pytest.mark.parametrize("bad", [dict(stage=4), dict(stage=True), dict(n_d=0), dict(n_d=2.0),
-                                 dict(precision="fp16"), dict(psi=-1)])
+@pytest.mark.parametrize("bad", [dict(stage=4), dict(stage=True), dict(stage=1.0), dict(n_d=0),
+                                 dict(n_d=2.0), dict(precision="fp16"), dict(psi=-1),
+                                 dict(psi="7e9")])
 def test_formula_rejects_bad_input(bad):
     args = dict(psi=PSI, n_d=2, stage=1, precision="mixed") | bad
     with pytest.raises(ValueError, match=next(iter(bad))):
@@ -81,6 +82,21 @@ def test_exact_bytes_differ_from_formula_only_by_uneven_shards():
                 assert abs(got - formula) / formula < 0.01
 
 
+def test_exact_bytes_and_traffic_formulas_refuse_bad_input():
+    for call, match in ((lambda: exact_bytes([10], 2, 1, 1.5), "rank"),
+                        (lambda: exact_bytes([10], 2, 1, True), "rank"),
+                        (lambda: exact_bytes([2.5], 2, 1, 0), "unit_numels"),
+                        (lambda: exact_bytes([-1], 2, 1, 0), "unit_numels"),
+                        (lambda: comm_elements(-5, 1), "psi"),
+                        (lambda: predicted_sent_bytes([10], 2, 1, "fp16"), "precision"),
+                        (lambda: predicted_sent_bytes([10], 2, 7, "mixed"), "stage"),
+                        (lambda: predicted_sent_bytes([10], 2, 1, "mixed", rank=2), "rank")):
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert exact_bytes([3, 1], 4, 3, 3) == exact_bytes([3, 1], 4, 3, 3, "mixed")
+    assert exact_bytes([3, 1], 4, 3, 3)["total"] == 0  # N_d > elements: rank 3 holds nothing
+
+
 def test_ring_order_sum_is_the_sum():
     xs = [torch.randn(11, dtype=torch.float64) for _ in range(3)]
     torch.testing.assert_close(ring_order_sum(xs), xs[0] + xs[1] + xs[2])
@@ -91,6 +107,10 @@ def test_zerodp_rejects_bad_input_before_communicating():
     model = build_model(CFG)
     with pytest.raises(ValueError, match="stage"):
         ZeroDP(model, 4)
+    with pytest.raises(ValueError, match="stage"):
+        ZeroDP(model, 1.0)
+    with pytest.raises(ValueError, match="precision"):
+        ZeroDP(model, 1, ["fp32"])
     with pytest.raises(ValueError, match="precision"):
         ZeroDP(model, 1, "fp16")
     with pytest.raises(ValueError, match="layers"):
@@ -102,12 +122,73 @@ def test_zerodp_rejects_bad_input_before_communicating():
 
 
 def test_launch_rejects_bad_input_before_starting():
-    with pytest.raises(ValueError, match="variant"):
-        check_variants([("zero", 5, "mixed")])
+    for bad in ([("zero", 5, "mixed")], [("zero", 1.0, "mixed")], [("zero", 1, ["mixed"])],
+                ["ddp"], [None], "ddp"):
+        with pytest.raises(ValueError, match="variant"):
+            check_variants(bad)
+    assert check_variants([["zero", 1, "fp32"]]) == [("zero", 1, "fp32")]
+    for bad in (dict(cfg="tiny"), dict(lr=-1.0), dict(steps=0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            launch(2, ZERO[:1], **bad)
     with pytest.raises(ValueError, match="multiple of world_size"):
         launch(3, ZERO[:1], batch_size=8)
     with pytest.raises(LaunchError, match="world_size"):
         launch(0, ZERO[:1])
+
+
+class OddLayers(torch.nn.Module):
+    """``layers`` holding a unit with nothing to train (ReLU) and a frozen bias."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(3, 4), torch.nn.ReLU(),
+                                           torch.nn.Linear(4, 2)])
+        self.layers[2].bias.requires_grad_(False)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def _odd_batch(step, rank):
+    g = torch.Generator().manual_seed(100 * step + rank)
+    return torch.randn(2, 3, generator=g), torch.randn(2, 2, generator=g)
+
+
+def _mse(out, target):
+    return ((out.float() - target) ** 2).mean()
+
+
+def odd_layers(rank, world_size):
+    """Every stage and recipe on OddLayers: two steps, the trained parameters."""
+    out = {}
+    for precision in ("fp32", "mixed"):
+        for stage in range(4):
+            engine = ZeroDP(OddLayers(), stage, precision, lr=0.1)
+            for step in range(2):
+                x, y = _odd_batch(step, rank)
+                engine.step((x.to(COMPUTE_DTYPE[precision]), y), _mse)
+            out[stage, precision] = engine.parameters()
+    return out
+
+
+def test_layers_without_trainable_parameters_and_frozen_ones_are_left_replicated():
+    reference = OddLayers()
+    trained = [p for p in reference.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(trained, lr=0.1)
+    for step in range(2):
+        optimizer.zero_grad()
+        sum(_mse(reference(x), y) for x, y in (_odd_batch(step, r) for r in range(2))).div(2) \
+            .backward()
+        optimizer.step()
+    expected = torch.cat([p.detach().reshape(-1) for p in trained])
+    for per_rank in run(odd_layers, 2):
+        for stage in range(4):
+            torch.testing.assert_close(per_rank[stage, "fp32"], expected)
+            # bf16 compute: same training, to bf16 accuracy
+            torch.testing.assert_close(per_rank[stage, "mixed"], expected, rtol=0.05, atol=0.05)
 
 
 # ----------------------------------------------------------------------------- correctness
