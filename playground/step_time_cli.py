@@ -36,14 +36,21 @@ def add_layout_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
     return parser
 
 
-def _int(opts, name, default=None):
+def _number(opts, name):
+    """The value of ``--name`` parsed as a number (``7B``, ``1e3``), or None when not given."""
     raw = getattr(opts, name.replace("-", "_"), None)
     if raw is None:
-        return default
+        return None, None
     try:
-        value = capacity_plan_cli.parse_number(str(raw))
+        return capacity_plan_cli.parse_number(str(raw)), raw
     except PlanError as e:
         raise PlanError(f"--{name}: {e}") from None
+
+
+def _int(opts, name, default=None):
+    value, raw = _number(opts, name)
+    if value is None:
+        return default
     if not math.isfinite(value) or value != int(value) or value < 1:
         raise PlanError(f"--{name} must be a whole number >= 1, got {raw!r}")
     return int(value)
@@ -51,13 +58,9 @@ def _int(opts, name, default=None):
 
 def _bandwidth(opts, name):
     """A link override in GB/s (``--nvlink-gbs``, ``--network-gbs``) as bytes/s; None when not given."""
-    raw = getattr(opts, name.replace("-", "_"), None)
-    if raw is None:
+    value, raw = _number(opts, name)
+    if value is None:
         return None
-    try:
-        value = capacity_plan_cli.parse_number(str(raw))
-    except PlanError as e:
-        raise PlanError(f"--{name}: {e}") from None
     if not math.isfinite(value) or value <= 0:
         raise PlanError(f"--{name} must be a positive finite number of GB/s, got {raw!r}")
     return value * 1e9
