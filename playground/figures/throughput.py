@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
-from playground.published_layouts import ALL_LAYOUTS
+from playground.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.step_costs import Cluster, Layout, Model
 from playground.step_time import predict
 
 A100 = Cluster.of("A100-80GB")
 GPT145 = Model(80, 12288, 96, params=145.6e9)   # Narayanan et al. Table 1, the GPT-3-sized row
+# the validation set's sources, in the order the figure and the chapter's table show them
+SOURCES = (("Narayanan Table 1: GPT 1.7B-1T, A100", lambda r: r in NARAYANAN_TABLE1),
+           ("Narayanan Table 2: PTD-P 175B/530B, A100", lambda r: r in NARAYANAN_TABLE2),
+           ("Korthikanti Table 5: 22B-1T, A100", lambda r: r.cite == "korthikanti2022reducing"),
+           ("Llama 3 405B, H100 (Dubey Table 4)", lambda r: r.cite == "dubey2024llama3"),
+           ("BLOOM 176B, A100 (BigScience tr11)", lambda r: r.cite == "bigscience2022tr11"),
+           ("MT-NLG 530B, A100 (outlier)", lambda r: r.cite == "smith2022mtnlg"))
+SOURCE_COLORS = [COLORS[k] for k in (1, 2, 3, 4, 5, 7)]
 PARTS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_comm_exposed", "zero3_gathers", "optimizer")
 
 
@@ -23,7 +31,8 @@ def validation_table() -> list[dict]:
         rows.append({"name": row.name, "gpu": row.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
                      "dp": lay.dp, "published": row.tflops_per_gpu, "predicted": r[key],
                      "ratio": r[key] / row.tflops_per_gpu, "mfu": r["mfu"], "fractions": r["fractions"],
-                     "cite": row.cite, "count": row.flop_count})
+                     "cite": row.cite, "count": row.flop_count, "outlier": row.outlier,
+                     "source": next(i for i, (_, match) in enumerate(SOURCES) if match(row))})
     return rows
 
 
@@ -47,25 +56,23 @@ def microbatch_sweep(batches=(128, 512), sizes=(1, 2, 4, 8, 16), model=GPT145) -
 @figure("throughput_validation.png")
 def validation_figure():
     rows = validation_table()
-    fig, (ax, bx) = new_figure(ncols=2, width=9.0, height=4.0)
+    fig, (ax, bx) = new_figure(ncols=2, width=10.0, height=7.0)
     top = max(max(r["published"], r["predicted"]) for r in rows) * 1.1
     ax.fill_between([0, top], [0, 0.8 * top], [0, 1.2 * top], color=COLORS[0], alpha=0.12, label="±20% band")
     ax.plot([0, top], [0, top], color="0.4", lw=1, ls="--", label="predicted = published")
-    groups = (("narayanan2021megatron", "GPT 1.7B–1T, A100 (Narayanan Table 1)"),
-              ("dubey2024llama3", "Llama 3 405B, H100 (Dubey Table 4)"))
-    for i, (src, label) in enumerate(groups):
-        sel = [r for r in rows if r["cite"] == src]
-        ax.scatter([r["published"] for r in sel], [r["predicted"] for r in sel], color=COLORS[i + 1],
-                   s=36, zorder=3, label=label)
+    for i, (label, _) in enumerate(SOURCES):
+        sel = [r for r in rows if r["source"] == i]
+        ax.scatter([r["published"] for r in sel], [r["predicted"] for r in sel], s=36, zorder=3, label=label,
+                   facecolors="none" if sel[0]["outlier"] else SOURCE_COLORS[i], edgecolors=SOURCE_COLORS[i])
     ax.set(xlim=(0, top), ylim=(0, top), xlabel="published TFLOP/s per GPU", ylabel="predicted TFLOP/s per GPU")
-    ax.legend(loc="upper left", fontsize=8)
-    colors = [COLORS[1] if r["cite"] == groups[0][0] else COLORS[2] for r in rows]
-    bx.barh(range(len(rows)), [r["ratio"] for r in rows], color=colors)
+    ax.legend(loc="upper left", fontsize=7)
+    bx.barh(range(len(rows)), [r["ratio"] for r in rows], color=[SOURCE_COLORS[r["source"]] for r in rows],
+            hatch=[".." if r["outlier"] else "" for r in rows])
     bx.axvspan(0.8, 1.2, color=COLORS[0], alpha=0.12)
     bx.axvline(1.0, color="0.4", lw=1, ls="--")
-    bx.set_yticks(range(len(rows)), [r["name"].replace("Llama 3 405B, ", "Llama 405B ") for r in rows], fontsize=8)
+    bx.set_yticks(range(len(rows)), [r["name"].replace("Llama 3 405B, ", "Llama 405B ") for r in rows], fontsize=7)
     bx.invert_yaxis()
-    bx.set(xlim=(0.6, 1.4), xlabel="predicted / published")
+    bx.set(xlim=(0.6, 1.5), xlabel="predicted / published")
     return fig
 
 
