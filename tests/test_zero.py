@@ -12,8 +12,8 @@ from playground.model import ModelConfig, build_model
 from playground.zero import COMPUTE_DTYPE, ZeroDP
 from playground.zero_memory import (PAPER_TABLE_1, RECIPES, comm_elements, exact_bytes,
                                     paper_table, predicted)
-from playground.zero_runs import (check_variants, launch, plain_parameters,
-                                  predicted_sent_bytes, reference_parameters, ring_order_sum,
+from playground.zero_runs import (check_variants, differences_from_plain, launch,
+                                  plain_parameters, predicted_sent_bytes, reference_parameters, ring_order_sum,
                                   unit_numels)
 
 CFG = ModelConfig()
@@ -216,6 +216,19 @@ def test_fp32_stages_equal_plain_full_batch_training(runs, n):
         got = runs[n][0][("zero", stage, "fp32")]["params"]
         torch.testing.assert_close(got[keep], plain[keep])
         assert (got[~keep] - plain[~keep]).abs().max() <= 2 * STEPS * LR
+        seen = differences_from_plain(got, plain, CFG)  # what the chapter prints
+        assert seen["only_key_biases"] and seen["differ"] <= seen["key_biases"] == 128
+
+
+def test_differences_from_plain_names_the_key_biases():
+    plain = torch.cat([p.detach().flatten() for p in build_model(CFG).parameters()])
+    key = _key_bias_mask()
+    moved = plain + key * 1e-3  # every key bias moved by an lr-sized step
+    assert differences_from_plain(moved, plain, CFG) == {
+        "differ": 128, "only_key_biases": True, "key_biases": 128,
+        "max_other": 0.0, "max_key_bias": pytest.approx(1e-3, rel=1e-3)}
+    moved[0] += 1.0  # one parameter that is not a key bias
+    assert not differences_from_plain(moved, plain, CFG)["only_key_biases"]
 
 
 @pytest.mark.parametrize("n", [2, 4])
