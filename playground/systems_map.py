@@ -26,7 +26,7 @@ __all__ = ["measure_data_parallel", "map_rows", "map_html", "wire", "STATE_LAYOU
            "placement_explorer"]
 
 # Modules that contribute their own rows (``map_rows(measure, world_size) -> list[dict]``).
-OTHER_ROW_MODULES = ("playground.ring_attention", "playground.expert_parallel")
+OTHER_ROW_MODULES = ("playground.ring_attention_runs", "playground.expert_parallel_runs")
 
 # What each strategy does with the four kinds of per-rank state (for the map figure):
 # "R" replicated, "S" sharded across the group, "P" partly sharded (some tensors are, some not),

@@ -1,4 +1,4 @@
-"""Running ZeRO for real: rank functions, single-process references, production equivalents.
+"""Running ZeRO for real: the rank function, its launcher, the production equivalents, bytes sent.
 
 ``train_ranks`` is the one rank function the chapter, tests, figures and benchmark launch: it
 trains the shared model with every requested variant in one launch (each launch of ranks costs
@@ -10,31 +10,25 @@ Variants: ``("zero", stage, precision)`` is ``playground.zero.ZeroDP``; ``("zero
 ``("fsdp2", precision)`` is ``fully_shard`` on every layer and the root; ``("ddp",)`` is plain
 ``DistributedDataParallel`` with Adam (fp32), the speed baseline.
 
-References, in one process: ``reference_parameters`` runs the same recipe on the full batch,
-computing its gradient as the sum of the N micro-batch gradients added in the order the ring
-adds them (``ring_order_sum``), so that even bf16 rounding is the same; ``plain_parameters`` is
-ordinary fp32 full-batch training (``playground.model.train_step``).
+The single-process references they are checked against are in ``playground.zero_reference``.
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 from playground.launch import LaunchError, device, run
 from playground.memory import model_state_bytes
-from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch,
-                              train_step)
-from playground.ring import ring_bytes_sent, shard_bounds
+from playground.model import ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch
+from playground.ring import ring_bytes_sent
 from playground.zero import COMPUTE_DTYPE, ZeroDP, flat_units
+from playground.zero_reference import flat_params
 
-__all__ = ["launch", "train_ranks", "reference_parameters", "plain_parameters",
-           "differences_from_plain", "ring_order_sum", "unit_numels", "predicted_sent_bytes",
-           "check_variants", "saved_activation_bytes"]
+__all__ = ["launch", "train_ranks", "unit_numels", "predicted_sent_bytes", "check_variants"]
 
 
 def _known(v) -> bool:
@@ -102,98 +96,6 @@ def unit_numels(cfg: ModelConfig) -> list[int]:
     return [sum(p.numel() for p in layer.parameters()) for layer in flat_units(model)]
 
 
-def _flat_params(params) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1).float().cpu() for p in params])
-
-
-# ----------------------------------------------------------------------------- references
-def ring_order_sum(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """Sum n flat tensors adding, for chunk c, rank c+1's part first, then c+2, ..., c last:
-    the order ``playground.ring`` adds them in, so bf16 rounding comes out identical."""
-    n = len(tensors)
-    out = torch.empty_like(tensors[0])
-    for c, (lo, hi) in enumerate(shard_bounds(tensors[0].numel(), n)):
-        s = tensors[(c + 1) % n][lo:hi].clone()
-        for k in range(2, n + 1):
-            s = tensors[(c + k) % n][lo:hi] + s
-        out[lo:hi] = s
-    return out
-
-
-@contextmanager
-def _one_thread():
-    """The ranks compute with one thread; so does the reference (kernels may split work
-    differently with more threads and round differently)."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(saved)
-
-
-def reference_parameters(cfg: ModelConfig, precision: str, n_micro: int, steps: int = 3,
-                         batch_size: int = 8, lr: float = 1e-3, seed: int = 0):
-    """Single-process training with the same recipe on the full batch; returns (fp32 parameter
-    vector, losses).  The full-batch gradient is the mean of ``n_micro`` micro-batch gradients,
-    flattened per layer and added in ring order (``ring_order_sum``)."""
-    if precision not in COMPUTE_DTYPE:
-        raise ValueError(f"precision must be one of {sorted(COMPUTE_DTYPE)}, got {precision!r}")
-    with _one_thread():
-        model = build_model(cfg, seed)
-        units = flat_units(model)
-        masters = [torch.nn.Parameter(_flat_params(u.parameters())) for u in units]
-        model.to(COMPUTE_DTYPE[precision])
-        optimizer = torch.optim.Adam(masters, lr=lr)
-        losses = []
-        for step in range(steps):
-            batch = synthetic_batch(cfg, batch_size, step, seed)
-            per_rank, micro_losses = [], []
-            for r in range(n_micro):
-                inputs, targets = shard_batch(batch, r, n_micro)
-                model.zero_grad(set_to_none=True)
-                loss = loss_fn(model(inputs), targets)
-                loss.backward()
-                micro_losses.append(loss.item())
-                per_rank.append([torch.cat([p.grad.reshape(-1) for p in u.parameters()])
-                                 for u in units])
-            for i, master in enumerate(masters):
-                summed = ring_order_sum([g[i] for g in per_rank])
-                master.grad = summed.float().div_(n_micro)
-            optimizer.step()
-            with torch.no_grad():
-                for u, master in zip(units, masters):
-                    torch.nn.utils.vector_to_parameters(master.to(COMPUTE_DTYPE[precision]),
-                                                        u.parameters())
-            losses.append(sum(micro_losses) / n_micro)
-    return torch.cat([m.detach() for m in masters]), losses
-
-
-def plain_parameters(cfg: ModelConfig, steps: int = 3, batch_size: int = 8, lr: float = 1e-3,
-                     seed: int = 0):
-    """Ordinary fp32 full-batch training (one backward on the whole batch)."""
-    with _one_thread():
-        model = build_model(cfg, seed)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        losses = [train_step(model, optimizer, synthetic_batch(cfg, batch_size, step, seed))
-                  for step in range(steps)]
-    return _flat_params(model.parameters()), losses
-
-
-def differences_from_plain(params: torch.Tensor, plain: torch.Tensor, cfg: ModelConfig) -> dict:
-    """Where an fp32 run's flat parameters differ from ``plain_parameters`` beyond assert_close's
-    fp32 tolerance: how many, whether all are attention key biases (softmax ignores a shift
-    shared by all keys, so their true gradient is 0 and Adam amplifies rounding noise), and the
-    largest difference outside and inside those biases."""
-    key = torch.cat([torch.full((p.numel(),), name.endswith("attn.wk.bias"))
-                     for name, p in build_model(cfg).named_parameters()])
-    off = ~torch.isclose(params, plain, rtol=1.3e-6, atol=1e-5)
-    gap = (params - plain).abs()
-    return {"differ": int(off.sum()), "only_key_biases": bool(key[off].all()),
-            "key_biases": int(key.sum()), "max_other": gap[~key].max().item(),
-            "max_key_bias": gap[key].max().item()}
-
-
 # ----------------------------------------------------------------------------- the ranks
 def _batches(cfg, rank, n, steps, batch_size, seed):
     dev = device()
@@ -254,7 +156,7 @@ def _run_torch(cfg, rank, n, kind, precision, steps, batch_size, lr, seed):
     else:
         params = list(model.parameters())
     return {"losses": losses, "times": times, "state_bytes": held,
-            "params": _flat_params(params)}
+            "params": flat_params(params)}
 
 
 def train_ranks(rank: int, world_size: int, variants, cfg: ModelConfig | None = None,
@@ -284,19 +186,6 @@ def train_ranks(rank: int, world_size: int, variants, cfg: ModelConfig | None = 
             else:
                 results[variant] = out
     return results
-
-
-def saved_activation_bytes(cfg: ModelConfig, micro_batch: int, seed: int = 0,
-                           dtype: torch.dtype = torch.bfloat16) -> int:
-    """Bytes autograd keeps for backward in one forward of ``micro_batch`` sequences (the model
-    computing in ``dtype``; parameters excluded).  ZeRO shards none of it."""
-    model = build_model(cfg, seed, dtype=dtype)
-    inputs, targets = synthetic_batch(cfg, micro_batch, 0, seed)
-    with _one_thread():
-        from playground.memory import SavedActivations
-        with SavedActivations(exclude=model.parameters()) as saved:
-            loss_fn(model(inputs), targets)
-    return saved.bytes
 
 
 def demo(rank: int, world_size: int) -> dict:

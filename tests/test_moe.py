@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from playground import expert_parallel as ep
+from playground import expert_parallel_runs as ep_runs
 from playground.launch import run
 from playground.moe import (MoE, expert_capacity, load_balancing_loss, predicted_drops, route,
                             within_capacity)
@@ -134,7 +135,7 @@ def _check_bytes(values):
 
 @pytest.mark.parametrize("world_size", [2, 4])
 def test_expert_parallel_equals_single_process_moe(world_size):
-    values = run(ep.check_expert_parallel, world_size, CASES, quiet=True, timeout_s=60)
+    values = run(ep_runs.check_expert_parallel, world_size, CASES, quiet=True, timeout_s=60)
     _check_bytes(values)
     assert any(sum(v[EMPTY_RANK_CASE]["recv_rows"]) == 0 for v in values)
     heavy = sum(v[-1]["dropped"] for v in values)
@@ -142,11 +143,11 @@ def test_expert_parallel_equals_single_process_moe(world_size):
 
 
 def test_all_to_all_equals_pytorch_differentiable_all_to_all():
-    assert run(ep.check_all_to_all, 3, quiet=True) == [True, True, True]
+    assert run(ep_runs.check_all_to_all, 3, quiet=True) == [True, True, True]
 
 
 def test_map_row_has_the_agreed_keys():
-    (row,) = ep.map_rows()
+    (row,) = ep_runs.map_rows()
     assert {"strategy", "replicated", "sharded", "collective", "bytes_per_step_formula",
             "bytes_measured", "link", "buys", "cite"} <= set(row)
     assert row["bytes_predicted"] > 0

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from playground import ring_attention as ra
+from playground import ring_attention_runs as ra_runs
 from playground.launch import RankFailedError, run
 
 CASES = [
@@ -41,24 +42,24 @@ def _check_formulas(values, n, cases=CASES):
 
 @pytest.mark.parametrize("world_size", [3, 4])
 def test_equals_full_attention_and_formulas(world_size):
-    values = run(ra.check_ring_attention, world_size, CASES, quiet=True)
+    values = run(ra_runs.check_ring_attention, world_size, CASES, quiet=True)
     _check_formulas(values, world_size)
 
 
 def test_rings_on_subgroups_are_independent():
     """Two rings of 2 inside 4 ranks (a CP group within a grid) each equal full attention."""
-    values = run(ra.check_ring_attention, 4, CASES[:1], 2, quiet=True)
+    values = run(ra_runs.check_ring_attention, 4, CASES[:1], 2, quiet=True)
     _check_formulas(values[:2], 2, CASES[:1])
     _check_formulas(values[2:], 2, CASES[:1])
 
 
 def test_single_process_is_plain_attention():
-    values = ra.check_ring_attention(0, 1, CASES)  # no process group: one block, no traffic
+    values = ra_runs.check_ring_attention(0, 1, CASES)  # no process group: one block, no traffic
     assert all(v["forward"]["sent_bytes"] == 0 and v["backward"]["sent_bytes"] == 0 for v in values)
 
 
 def test_reference_matches_sdpa_and_masks_the_future():
-    q, k, v, _ = ra._make_qkv(1, 2, 6, 4, torch.float64, 0)
+    q, k, v, _ = ra_runs._make_qkv(1, 2, 6, 4, torch.float64, 0)
     ref = ra.attention_reference(q, k, v, causal=True)
     torch.testing.assert_close(ref, torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
     v2 = v.clone()
@@ -97,20 +98,20 @@ def test_uneven_sequence_is_refused():
 @pytest.mark.parametrize("group_size", [0, 3, 2.0])
 def test_bad_group_size_is_named_before_any_collective(group_size):
     with pytest.raises(ValueError, match="group_size"):
-        ra.check_ring_attention(0, 4, CASES[:1], group_size)
+        ra_runs.check_ring_attention(0, 4, CASES[:1], group_size)
 
 
 def test_a_rank_that_fails_names_itself():
     bad = [dict(CASES[0], seq_len=25)]  # 25 positions cannot be cut into 2 blocks
     with pytest.raises(RankFailedError, match="does not split evenly"):
-        run(ra.check_ring_attention, 2, bad, quiet=True)
+        run(ra_runs.check_ring_attention, 2, bad, quiet=True)
 
 
 def test_map_row_has_the_agreed_keys():
-    (row,) = ra.map_rows()
+    (row,) = ra_runs.map_rows()
     assert {"strategy", "replicated", "sharded", "collective", "bytes_per_step_formula",
             "bytes_measured", "link", "buys", "cite"} <= set(row)
     assert row["bytes_predicted"] > 0
     assert row["bytes_measured"] is None
-    (row3,) = ra.map_rows(world_size=3)  # the map's layer splits evenly on any number of ranks
+    (row3,) = ra_runs.map_rows(world_size=3)  # the map's layer splits evenly on any number of ranks
     assert row3["bytes_predicted"] == ra.predicted_bytes(1, 4, 192, 16, 3)["step"]

@@ -12,9 +12,9 @@ from playground.model import ModelConfig, build_model
 from playground.zero import COMPUTE_DTYPE, ZeroDP
 from playground.zero_memory import (PAPER_TABLE_1, RECIPES, comm_elements, exact_bytes,
                                     paper_table, predicted)
-from playground.zero_runs import (check_variants, differences_from_plain, launch,
-                                  plain_parameters, predicted_sent_bytes, reference_parameters, ring_order_sum,
-                                  unit_numels)
+from playground.zero_reference import (differences_from_plain, plain_parameters,
+                                       reference_parameters, ring_order_sum)
+from playground.zero_runs import check_variants, launch, predicted_sent_bytes, unit_numels
 
 CFG = ModelConfig()
 PSI = CFG.param_count()
@@ -287,7 +287,7 @@ def test_bytes_moved_per_step(runs, n):
 
 # ----------------------------------------------------------------------------- activations, widget
 def test_activations_grow_with_sequence_length_not_with_sharding():
-    from playground.zero_runs import saved_activation_bytes
+    from playground.zero_reference import saved_activation_bytes
     small = saved_activation_bytes(ModelConfig(seq_len=64), micro_batch=2)
     large = saved_activation_bytes(ModelConfig(seq_len=128), micro_batch=2)
     assert abs(large / small - 2) < 0.01  # linear in s: the fused attention keeps no s x s scores

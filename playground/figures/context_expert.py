@@ -18,7 +18,7 @@ KIND_COLORS = {"full": COLORS[0], "diagonal": COLORS[1], "skipped": "#DDDDDD"}
 def recorded_ring_schedule(world_size: int = RING_RANKS) -> list[dict]:
     """The (step, rank, key block, kind) entries a real causal ring-attention run records."""
     from playground.launch import run
-    from playground.ring_attention import check_ring_attention
+    from playground.ring_attention_runs import check_ring_attention
     values = run(check_ring_attention, world_size, [RING_CASE], quiet=True)
     return sorted((s for v in values for s in v[0]["schedule"]), key=lambda s: (s["rank"], s["step"]))
 
@@ -57,8 +57,8 @@ def ring_attention_schedule():
 
 def routing_runs():
     """Real 4-rank expert-parallel forward passes at several capacity factors, with a skewed
-    and with a uniformly random router (``playground.expert_parallel.drop_sweep``)."""
-    from playground.expert_parallel import drop_sweep
+    and with a uniformly random router (``playground.expert_parallel_runs.drop_sweep``)."""
+    from playground.expert_parallel_runs import drop_sweep
     from playground.launch import run
     values = run(drop_sweep, MOE_RANKS, *MOE_SHAPE.values(), CAPACITY_FACTORS, quiet=True)
     return [v["skewed"] for v in values], [v["uniform"] for v in values]
