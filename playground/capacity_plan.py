@@ -274,7 +274,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, layers=None
     # fantasy-plan warnings
     if mfu_out > MAX_REPORTED_MFU:
         warnings.append(f"MFU {mfu_out:.2f} is above what any published large run reached "
-                        f"(~{MAX_REPORTED_MFU:.2f}); expect 0.35-0.45")
+                        f"(~{MAX_REPORTED_MFU:.2f}); published runs reach 0.3-0.5")
     if D < TOKENS_PER_PARAM / 2 * N_active:
         warnings.append(f"{D / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
                         f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "

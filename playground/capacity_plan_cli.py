@@ -99,7 +99,7 @@ def report(p: dict) -> str:
         f"speed      {p['tflops_per_gpu']:.0f} TFLOP/s per {p['gpu']}, MFU {p['mfu']:.2f} ({p['mfu_source']})",
         f"time       {p['gpu_hours']:,.0f} GPU-hours"
         + (f" = {p['days']:.1f} days on {p['gpus']:,} GPUs" if p["days"] is not None else "")
-        + (f", cost {p['cost']:,.0f}" if p["cost"] is not None else ""),
+        + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else ""),
         f"memory     {m['model_states'] / 1e9:.1f} GB states + {m['activations'] / 1e9:.1f} GB activations = "
         f"{m['total'] / 1e9:.1f} GB of {m['capacity'] / 1e9:.0f} GB per GPU",
         f"layout     TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"

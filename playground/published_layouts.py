@@ -141,7 +141,7 @@ BLOOM = PublishedLayout("BLOOM 176B, 384 GPUs", "bigscience2022tr11", "A100-80GB
 _MTNLG = _gpt_model(105, 20480, 128, vocab=50272)
 _MTNLG_OUTLIER = ("the same model, layout and machine ran 159 TFLOP/s per GPU in Megatron-LM at 2,240 GPUs "
                   "(Narayanan et al. Table 2, predicted within 10%) but 126 in the DeepSpeed + Megatron stack of "
-                  "MT-NLG; the 26% gap between two published runs of one layout is software the layout does not "
+                  "MT-NLG; the 1.26x gap (126 vs 159 TFLOP/s) between two published runs of one layout is software the layout does not "
                   "describe (which part of the stack costs it is not published), so no layout cost term can close "
                   "it without breaking the Megatron row")
 MTNLG = tuple(PublishedLayout(f"MT-NLG 530B, {n * 8:,} GPUs", "smith2022mtnlg", "A100-80GB", _MTNLG,

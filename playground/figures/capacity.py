@@ -34,6 +34,18 @@ def published_table() -> list[dict]:
     return rows
 
 
+def published_flops_table() -> list[dict]:
+    """Runs held to a time that also published a FLOP total: that total against the planner's count."""
+    rows = []
+    for run in PUBLISHED_RUNS:
+        if run.compare != "total_flops" and "total_flops" in run.published:
+            p = plan_json(**run.plan_kwargs)
+            rows.append({"run": run.name, "published": run.published["total_flops"], "planner": p["total_flops"],
+                         "method": p["flops_method"], "recompute": p["recompute"],
+                         "ratio": run.published["total_flops"] / p["total_flops"]})
+    return rows
+
+
 @figure("capacity_gpu_hours.png")
 def gpu_hours_vs_model_size():
     fig, ax = new_figure()
