@@ -23,8 +23,7 @@ from playground.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchill
 
 __all__ = ["plan", "PlanError", "model_state_bytes", "activation_bytes_per_layer",
            "megatron_flops_per_iteration", "flops_per_token", "forced_parallelism",
-           "infer_architecture", "per_gpu_memory", "report", "measure_training_flops",
-           "measure_layer_activation_bytes", "DEFAULT_MFU", "main"]
+           "infer_architecture", "per_gpu_memory", "report", "DEFAULT_MFU", "main"]
 
 RECOMPUTE = ("none", "selective", "full")
 DEFAULT_MFU = 0.40          # used only when neither --mfu nor --achieved-tflops is given; said so
@@ -305,47 +304,6 @@ def plan(params=None, active_params=None, tokens=None, compute=None, layers=None
         "cost": gpu_hours * k["price_per_gpu_hour"] if k["price_per_gpu_hour"] else None,
         "memory": memory, "parallelism": par, "warnings": warnings,
     }
-
-
-# ----------------------------------------------------------------------------- measurements
-def measure_training_flops(cfg, batch_size: int, recompute: str = "none") -> int:
-    """FLOPs of one forward + backward of the course's ``TinyGPT``, counted by PyTorch.
-
-    ``torch.utils.flop_counter`` counts matrix multiplies; attention runs on the plain (math)
-    kernel so its two matmuls are visible, and ``recompute="full"`` checkpoints every block
-    with early stopping off, so the whole forward really is re-run as Megatron's formula assumes.
-    """
-    import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.utils import checkpoint
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from playground.model import build_model, synthetic_batch
-    if recompute not in ("none", "full"):
-        raise PlanError(f"recompute must be 'none' or 'full' here, got {recompute!r}")
-    model = build_model(cfg)
-    inputs, _ = synthetic_batch(cfg, batch_size, step=0)
-    with sdpa_kernel(SDPBackend.MATH), checkpoint.set_checkpoint_early_stop(False), \
-            FlopCounterMode(display=False) as counter:
-        x = model.layers[0](inputs)
-        for block in model.layers[1:-1]:
-            x = checkpoint.checkpoint(block, x, use_reentrant=False) if recompute == "full" else block(x)
-        model.layers[-1](x).float().sum().backward()
-    return int(counter.get_total_flops())
-
-
-def measure_layer_activation_bytes(cfg, batch_size: int) -> int:
-    """Bytes one bf16 ``TinyGPT`` block saves for backward (``playground.memory.SavedActivations``)."""
-    import torch
-
-    from playground.memory import SavedActivations
-    from playground.model import build_model
-    block = build_model(cfg, dtype=torch.bfloat16).layers[1]
-    x = torch.randn(batch_size, cfg.seq_len, cfg.d_model, dtype=torch.bfloat16, requires_grad=True)
-    saved = SavedActivations(exclude=list(block.parameters()))
-    with saved:
-        block(x)
-    return saved.bytes
 
 
 # ----------------------------------------------------------------------------- the CLI

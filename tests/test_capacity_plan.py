@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from playground import capacity_plan as cp
+from playground.capacity_measure import measure_layer_activation_bytes, measure_training_flops
 from playground import hardware
 from playground.memory import model_state_bytes as measured_state_bytes
 from playground.model import ModelConfig, build_model
@@ -72,7 +73,7 @@ CFGS = [(ModelConfig(), 4), (ModelConfig(vocab=256, d_model=128, n_heads=8, n_la
 @pytest.mark.parametrize("cfg,batch", CFGS)
 def test_megatron_flops_equal_pytorch_flop_counter(cfg, batch):
     for recompute in ("none", "full"):
-        measured = cp.measure_training_flops(cfg, batch, recompute)
+        measured = measure_training_flops(cfg, batch, recompute)
         predicted = cp.megatron_flops_per_iteration(batch, cfg.seq_len, cfg.n_layers, cfg.d_model,
                                                     cfg.vocab, recompute)
         assert measured == predicted
@@ -80,7 +81,7 @@ def test_megatron_flops_equal_pytorch_flop_counter(cfg, batch):
 
 @pytest.mark.parametrize("cfg,batch", CFGS)
 def test_activation_bytes_per_layer_match_saved_tensors(cfg, batch):
-    measured = cp.measure_layer_activation_bytes(cfg, batch)
+    measured = measure_layer_activation_bytes(cfg, batch)
     predicted = cp.activation_bytes_per_layer(cfg.seq_len, batch, cfg.d_model, cfg.n_heads,
                                               dropout=False, flash_attention=True)
     assert 1.0 <= measured / predicted < 1.01  # the rest: LayerNorm statistics, 8 b s bytes
