@@ -12,11 +12,13 @@ import statistics
 import torch
 
 from playground.model import ModelConfig, build_model, synthetic_batch, train_step
-from playground.pipeline import PipeSpec
-from playground.pipeline_schedules import predicted_bubble, simulate, measured_bubble
+from playground.pipeline import DEFAULT_DEVICE_TIME_S, PipeSpec
+from playground.pipeline_schedules import (max_in_flight, measured_bubble, predicted_bubble,
+                                           schedule_actions, simulate)
 
 __all__ = ["reference_step", "timing_specs", "bubble_rows", "check_equal", "memory_rows",
-           "print_bubble_table", "print_memory_table", "bubble_explorer"]
+           "print_bubble_table", "print_memory_table", "print_interleaved_comparison",
+           "bubble_explorer"]
 
 
 def reference_step(spec: PipeSpec) -> dict:
@@ -60,12 +62,29 @@ def bubble_rows(records) -> list[dict]:
     for (schedule, K, M, V), recs in groups.items():
         measured = statistics.median(r["bubble"] for r in recs)
         formula = predicted_bubble(K, M, V)
+        step = statistics.median(r["step_s"] for r in recs)
+        work = _emulated_stage_time(recs[0])  # T_F + T_B, when the device time was emulated
+        slots = V * M + K - 1                 # actions on the critical path
         rows.append({"schedule": schedule, "K": K, "M": M, "V": V, "measured": round(measured, 4),
                      "formula": round(formula, 4), "ratio": round(measured / formula, 3),
-                     "step_s": round(statistics.median(r["step_s"] for r in recs), 4),
+                     "step_s": round(step, 4),
+                     # Eq. (eq-pp-step) / its interleaved form: (V·M+K-1)/(V·M)·(T_F+T_B)
+                     "step_formula_s": None if work is None else round(slots / (V * M) * work, 4),
+                     # the fixed cost c per action that explains the excess, from
+                     # T_step = (V·M+K-1)·((t_f+t_b)/V + 2c)
+                     "handoff_s": (None if work is None
+                                   else round((step / slots - work / (V * M)) / 2, 5)),
                      "repeats": len(recs),
                      "overruns": sum(st["overruns"] for r in recs for st in r["stages"])})
     return rows
+
+
+def _emulated_stage_time(record) -> float | None:
+    """T_F + T_B of one stage on the whole mini-batch (s) when every stage emulated device time."""
+    if not all(st.get("emulated") for st in record["stages"]):
+        return None
+    dt = record["spec"].device_time_s
+    return float(sum(DEFAULT_DEVICE_TIME_S if dt == "auto" else dt))
 
 
 def check_equal(records, against_torch=None) -> list[str]:
@@ -164,14 +183,21 @@ def bubble_explorer():
 
 
 def print_bubble_table(rows) -> None:
-    """The bubble sweep as a table: measured median, formula, ratio, step time vs (M+K-1)/M·T."""
-    print(f"{'schedule':11s} {'K':>2s} {'M':>2s} {'V':>2s} {'measured':>9s} {'formula':>8s} "
-          f"{'ratio':>6s} {'step (ms)':>10s} {'overruns':>8s}")
+    """The bubble sweep as a table: measured median bubble beside (K-1)/(V·M+K-1), the step
+    time beside (V·M+K-1)/(V·M)·(T_F+T_B), and the per-action hand-off cost c behind the gap."""
+    print(f"{'schedule':11s} {'K':>2s} {'M':>2s} {'V':>2s} {'bubble':>7s} {'formula':>8s} "
+          f"{'ratio':>6s} {'step (ms)':>10s} {'formula':>8s} {'c (ms)':>7s} {'overruns':>8s}")
     order = {s: i for i, s in enumerate(("gpipe", "1f1b", "interleaved"))}
     for r in sorted(rows, key=lambda r: (order.get(r["schedule"], 9), r["K"], r["M"], r["V"])):
-        print(f"{r['schedule']:11s} {r['K']:2d} {r['M']:2d} {r['V']:2d} {r['measured']:9.3f} "
-              f"{r['formula']:8.3f} {r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {r['overruns']:8d}")
-    print("overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
+        predicted = "-" if r["step_formula_s"] is None else f"{1e3 * r['step_formula_s']:.1f}"
+        handoff = "-" if r["handoff_s"] is None else f"{1e3 * r['handoff_s']:.2f}"
+        print(f"{r['schedule']:11s} {r['K']:2d} {r['M']:2d} {r['V']:2d} {r['measured']:7.3f} "
+              f"{r['formula']:8.3f} {r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {predicted:>8s} "
+              f"{handoff:>7s} {r['overruns']:8d}")
+    print("bubble: median measured (Eq. eq-pp-measured) beside (K-1)/(V·M+K-1); step: median "
+          "measured beside (V·M+K-1)/(V·M)·(T_F+T_B);\nc: fixed cost per action that would "
+          "explain the difference, T_step = (V·M+K-1)·((t_f+t_b)/V + 2c); "
+          "overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
 
 
 def print_memory_table(records) -> None:
@@ -188,13 +214,29 @@ def print_memory_table(records) -> None:
 
 
 def print_interleaved_comparison(plain, interleaved) -> None:
-    """Per rank: bytes sent and peak saved activations, 1F1B beside interleaved (same model)."""
-    K, V = interleaved["spec"].stages, interleaved["spec"].chunks
+    """Per rank, 1F1B beside interleaved on the same model: bytes and messages sent (against the
+    boundary directions the rank's pieces cross) and peak saved activations (against
+    Eq. (eq-pp-interleaved-mem) over Eq. (eq-pp-1f1b)); then the whole pipeline's totals."""
+    K, V, M = (interleaved["spec"].stages, interleaved["spec"].chunks,
+               interleaved["spec"].micro_batches)
+    totals = {"plain": [0, 0], "interleaved": [0, 0]}
     for k in range(K):
         a, b = plain["stages"][k], interleaved["stages"][k]
         pieces = [v * K + k for v in range(V)]
         crossings = sum((c < K * V - 1) + (c > 0) for c in pieces)
-        print(f"rank {k}: sends {a['traffic']['sent_bytes']:6d} B -> {b['traffic']['sent_bytes']:6d} B "
-              f"({b['traffic']['sent_bytes'] / a['traffic']['sent_bytes']:.1f}x; its pieces "
-              f"{pieces} cross {crossings} boundary directions, 1F1B's stage {(k < K - 1) + (k > 0)}); "
-              f"peak saved {a['peak_bytes'] / 1024:.0f} KiB -> {b['peak_bytes'] / 1024:.0f} KiB")
+        sent = [st["traffic"]["sent_bytes"] for st in (a, b)]
+        messages = [st["traffic"]["calls"].get("isend", 0) for st in (a, b)]
+        for name, nbytes, n in zip(totals, sent, messages):
+            totals[name][0] += nbytes
+            totals[name][1] += n
+        held = max_in_flight(schedule_actions("interleaved", K, M, k, V)) / V  # micro-batches
+        formula = held / min(K - k, M)
+        print(f"rank {k}: sends {sent[0]:6d} B -> {sent[1]:6d} B in {messages[0]:2d} -> "
+              f"{messages[1]:2d} messages ({sent[1] / sent[0]:.1f}x: pieces {pieces} cross "
+              f"{crossings} boundary directions, 1F1B's stage {(k < K - 1) + (k > 0)}); "
+              f"peak saved {a['peak_bytes'] / 1024:.0f} KiB -> {b['peak_bytes'] / 1024:.0f} KiB "
+              f"({b['peak_bytes'] / a['peak_bytes']:.2f}x; equations: {held:g}/{min(K - k, M)} "
+              f"micro-batches = {formula:.2f}x)")
+    (b0, n0), (b1, n1) = totals["plain"], totals["interleaved"]
+    print(f"all ranks: {b0} B -> {b1} B in {n0} -> {n1} messages: {b1 / b0:.3f}x and "
+          f"{n1 / n0:.3f}x; (KV-1)/(K-1) = {K * V - 1}/{K - 1} = {(K * V - 1) / (K - 1):.3f}")

@@ -7,13 +7,15 @@ S bytes, whatever n is.  Run it: ``python -m playground.ring_pass --nproc 4`` or
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
 
 from playground import comm
 from playground.launch import cli, device
 
-__all__ = ["pass_around_ring", "predicted_bytes"]
+__all__ = ["pass_around_ring", "predicted_bytes", "time_ring_hop"]
 
 
 def _check_numel(numel, least: int = 0) -> None:
@@ -51,6 +53,28 @@ def pass_around_ring(rank: int, world_size: int, numel: int = 1024) -> dict:
     print(f"saw tensors from ranks {seen}; sent {moved.sent_bytes} B, "
           f"received {moved.received_bytes} B")
     return {"seen": seen, **moved.summary()}
+
+
+def time_ring_hop(rank: int, world_size: int, numel: int = 1 << 22, repeats: int = 5) -> dict:
+    """Time one hop of the ring with a large float32 tensor: every rank sends ``numel`` elements
+    to its right neighbour while receiving as many from its left.  Returns the bytes sent and
+    the best of ``repeats`` times (after one warm-up hop): the link's own speed, not the load."""
+    _check_numel(numel, least=1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    right, left = (rank + 1) % world_size, (rank - 1) % world_size
+    outgoing = torch.ones(numel, device=device())
+    incoming = torch.empty_like(outgoing)
+    times = []
+    for i in range(repeats + 1):
+        dist.barrier()  # start together: a hop cannot finish before the slowest rank posts
+        start = time.perf_counter()
+        ops = [dist.P2POp(dist.isend, outgoing, right), dist.P2POp(dist.irecv, incoming, left)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        if i:  # the first hop sets the connection up
+            times.append(time.perf_counter() - start)
+    return {"sent_bytes": outgoing.numel() * outgoing.element_size(), "seconds": min(times)}
 
 
 def _report(values) -> None:

@@ -1,5 +1,6 @@
 """The byte counter: exact counts for a known exchange, and nothing left patched afterwards."""
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -64,3 +65,12 @@ def test_ring_pass_refuses_an_empty_tensor_before_any_message():
         with pytest.raises(ValueError, match=next(iter(bad))):
             predicted_bytes(**(dict(world_size=2, numel=4) | bad))
     assert predicted_bytes(3, 5, torch.float16) == 20
+
+
+def test_a_ring_hop_is_timed_with_its_bytes():
+    from playground.ring_pass import time_ring_hop
+    values = run(time_ring_hop, 2, 1024, 2, quiet=True)
+    assert [v["sent_bytes"] for v in values] == [4096, 4096]
+    assert all(0 < v["seconds"] < 10 for v in values)
+    with pytest.raises(ValueError, match="repeats"):
+        time_ring_hop(0, 2, 1024, 0)

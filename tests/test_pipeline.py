@@ -11,6 +11,8 @@
   ScheduleInterleaved1F1B, moves each of the K·V-1 boundaries' bytes once each way, and holds
   the (micro-batch, chunk) pairs its schedule says; its ideal bubble is (K-1)/(V·M+K-1).
 * Schedules and the bubble formula agree in the ideal simulation; bad input fails clearly.
+* The timing table sets each step time beside (V·M+K-1)/(V·M)·(T_F+T_B) and reads the fixed
+  cost c per action from the difference.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch
 
 from playground.model import ModelConfig
 from playground.pipeline import PipeSpec, run_pipeline
-from playground.pipeline_report import check_equal
+from playground.pipeline_report import bubble_rows, check_equal
 from playground.pipeline_schedules import (action_chunk, max_in_flight, measured_bubble,
                                            predicted_bubble, schedule_actions, simulate,
                                            stage_bounds)
@@ -216,6 +218,8 @@ def test_interleaved_moves_every_boundary_once_each_way_and_holds_what_its_sched
             pieces = [v * K + k for v in range(V)]
             crossings = sum((c < K * V - 1) + (c > 0) for c in pieces)
             assert st["traffic"]["sent_bytes"] == st["traffic"]["received_bytes"] == boundary * crossings
+            # one message per micro-batch and direction: (KV-1)/(K-1) times 1F1B's, not V times
+            assert st["traffic"]["calls"].get("isend", 0) == M * crossings
             actions = schedule_actions("interleaved", K, M, k, V)
             assert [(op, m, v) for op, m, _, _, v in st["events"]] == actions
             if spec.recompute:
@@ -259,3 +263,21 @@ def test_interleaved_bubble_shrinks_by_v_and_messages_arrive_in_order(K, V, roun
     # tags) hands every message to the right action
     assert sent == received
     assert action_chunk(("F", 0)) == 0 and action_chunk(("F", 0, 2)) == 2
+
+
+def test_bubble_rows_predict_the_step_and_recover_a_fixed_cost_per_action():
+    """(V·M+K-1) slots of (t_f+t_b)/V + 2c each give back c; without emulation, no formula."""
+    c, work = 0.001, 0.3                       # seconds: hand-off cost, T_F + T_B
+    for schedule, V, M in (("1f1b", 1, 8), ("interleaved", 2, 8)):
+        spec = PipeSpec(schedule, stages=4, micro_batches=M, chunks=V, device_time_s=(0.1, 0.2),
+                        cfg=ModelConfig(n_layers=8))
+        slots = V * M + 4 - 1
+        step = slots * (work / (V * M) + 2 * c)
+        rec = {"spec": spec, "bubble": 0.3, "step_s": step,
+               "stages": [{"emulated": True, "overruns": 0}] * 4}
+        row, = bubble_rows([rec])
+        assert row["step_formula_s"] == pytest.approx(slots / (V * M) * work, abs=1e-4)
+        assert row["handoff_s"] == pytest.approx(c, abs=1e-5)
+    rec["stages"] = [{"emulated": False, "overruns": 0}] * 4   # measured device time: no formula
+    row, = bubble_rows([rec])
+    assert row["step_formula_s"] is None and row["handoff_s"] is None
