@@ -55,11 +55,14 @@ print('; '.join(f\"n={x['world_size']} 256MB ring/NCCL busbw {x['ring_over_built
   else
     note "allreduce (NCCL): FAILED"; failed=1
   fi
-  for name in pipeline zero; do
-    if bench "$name" "$RESULTS/$name-$slug.json"; then note "$name: done"; else note "$name: FAILED"; failed=1; fi
-  done
+  stages=$( [ "$ngpu" -ge 4 ] && echo 2,4 || echo 2 )   # one GPU per pipeline stage
+  if bench pipeline "$RESULTS/pipeline-$slug.json" --stages "$stages"; then note "pipeline: done"; else note "pipeline: FAILED"; failed=1; fi
+  if bench zero "$RESULTS/zero-$slug.json" --nproc "$stages"; then note "zero: done"; else note "zero: FAILED"; failed=1; fi
+  # interleaved 1F1B on NCCL: point-to-point matched in order, no tags (the schedule guarantees it)
+  if bench pipeline "$RESULTS/pipeline-interleaved-$slug.json" --schedule interleaved --stages "$stages"; then
+    note "pipeline (interleaved): done"; else note "pipeline (interleaved): FAILED"; failed=1; fi
 else
-  note "multi-rank NCCL benchmarks (allreduce at 256 MB, pipeline, zero): skipped, they need >= 2 GPUs and this machine has $ngpu"
+  note "multi-rank NCCL benchmarks (allreduce at 256 MB, pipeline incl. interleaved, zero): skipped, they need >= 2 GPUs and this machine has $ngpu"
 fi
 
 echo
