@@ -107,7 +107,7 @@ def run(args) -> dict:
         "formula_over_counted": round(flops / counted, 4) if counted else None,
         "step_times_s": [round(t, 4) for t in times], "median_step_s": round(step_s, 4),
         "tokens_per_s": round(size["batch"] * cfg.seq_len / step_s, 1),
-        "achieved_tflops": round(achieved / 1e12, 3),
+        "achieved_tflops": float(f"{achieved / 1e12:.4g}"),  # 4 significant digits, even on a CPU
         "peak_tflops": None if peak is None else round(peak.peak_bf16_flops / 1e12, 1),
         "gpu_in_table": None if peak is None else peak.name,
         "mfu": None if peak is None else round(achieved / peak.peak_bf16_flops, 4),
