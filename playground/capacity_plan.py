@@ -29,6 +29,7 @@ RECOMPUTE = ("none", "selective", "full")
 DEFAULT_MFU = 0.40          # used only when neither --mfu nor --achieved-tflops is given; said so
 DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4M, GPT-3/Llama-2 scale)
 DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 2048, 50257
+MAX_LAYERS = 10_000  # 100x the deepest published LLMs; the layout search tries every PP up to it
 
 
 class PlanError(ValueError):
@@ -234,6 +235,10 @@ def plan(params=None, active_params=None, tokens=None, compute=None, layers=None
                 "source": "given"}
     else:
         arch = infer_architecture(N, k["seq_len"] or DEFAULT_SEQ_LEN, k["vocab"] or DEFAULT_VOCAB)
+    if arch["layers"] > MAX_LAYERS:
+        given = "--layers" if arch["source"] == "given" else f"the {N:g} parameters (inferred)"
+        raise PlanError(f"{arch['layers']:,} layers from {given}: the planner handles at most "
+                        f"{MAX_LAYERS:,}")
     batch_tokens = k["global_batch_tokens"] or DEFAULT_GLOBAL_BATCH
     batch_tokens = int(batch_tokens) if batch_tokens == int(batch_tokens) else batch_tokens
     if batch_tokens < arch["seq_len"]:

@@ -26,7 +26,7 @@ from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, sy
                               train_step)
 from playground.tensor_parallel import TPBlock
 
-__all__ = ["reference_run", "train_dp_tp", "train_dp_pp", "stage_bounds", "compose_runs"]
+__all__ = ["reference_run", "train_dp_tp", "train_dp_pp", "stage_bounds", "compose_runs", "check_world_size"]
 
 LR = 0.1
 
@@ -191,10 +191,15 @@ def train_dp_pp(rank: int, world_size: int, dp: int, pp: int, steps: int = 3, ba
             "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
 
 
-def compose_runs(rank: int, world_size: int, steps: int = 3, batch: int = 8) -> dict:
-    """Both 2-D layouts in one launch on 4 ranks (dp=2 with tp=2, then dp=2 with pp=2)."""
+def check_world_size(world_size: int) -> None:
+    """compose_runs' 2 x 2 grids need exactly 4 ranks (``cli`` refuses others up front)."""
     if world_size != 4:
         raise ValueError(f"compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got {world_size}")
+
+
+def compose_runs(rank: int, world_size: int, steps: int = 3, batch: int = 8) -> dict:
+    """Both 2-D layouts in one launch on 4 ranks (dp=2 with tp=2, then dp=2 with pp=2)."""
+    check_world_size(world_size)
     return {"dp_tp": train_dp_tp(rank, world_size, 2, 2, steps, batch),
             "dp_pp": train_dp_pp(rank, world_size, 2, 2, steps, batch)}
 
@@ -208,4 +213,4 @@ def _report(values) -> None:
 
 
 if __name__ == "__main__":
-    cli(compose_runs, default_world_size=4, report=_report)
+    cli(compose_runs, default_world_size=4, report=_report, check=check_world_size)

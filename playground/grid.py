@@ -85,11 +85,16 @@ class RankGrid:
         """The label plus where the rank sits, e.g. ``DP(2)-TP(2)-Rank(3): dp=1 tp=1``."""
         return f"{self.label(rank)}: " + " ".join(f"{a}={i}" for a, i in self.coords(rank).items())
 
+    def check_world_size(self, world_size: int) -> None:
+        """Refuse a job whose size is not the grid's."""
+        if world_size != self.world_size:
+            raise ValueError(f"the grid {self.label(0).rsplit('-', 1)[0]} has {self.world_size} "
+                             f"ranks but the job has {world_size}")
+
     def groups(self, rank: int, backend: str | None = None) -> "GridGroups":
         """Create one process group per axis line; keep those that contain ``rank``."""
-        if dist.is_initialized() and dist.get_world_size() != self.world_size:
-            raise ValueError(f"the grid {self.label(0).rsplit('-', 1)[0]} has {self.world_size} "
-                             f"ranks but the job has {dist.get_world_size()}")
+        if dist.is_initialized():
+            self.check_world_size(dist.get_world_size())
         mine = {}
         for axis in self.axes:
             for ranks in self.all_groups(axis):  # all ranks create all groups, same order
@@ -147,4 +152,5 @@ def _report(values) -> None:
 
 if __name__ == "__main__":
     from playground.launch import cli
-    cli(grid_demo, {"dp": 2, "tp": 2}, default_world_size=4, report=_report)
+    cli(grid_demo, {"dp": 2, "tp": 2}, default_world_size=4, report=_report,
+        check=lambda n: RankGrid(dp=2, tp=2).check_world_size(n))

@@ -41,6 +41,9 @@ import torch.distributed as dist
 __all__ = ["run", "cli", "device", "torchrun_world_size", "is_main_process", "LaunchError", "RankFailedError", "LaunchTimeoutError"]
 
 DEFAULT_TIMEOUT_S = 120.0
+# Each local rank is a whole process (torch, a gloo mesh to every peer): far more than this
+# would exhaust a machine's memory and file descriptors instead of failing with a message.
+MAX_LOCAL_RANKS = 64
 _RANK_TIMEOUT_GRACE_S = 10.0
 
 
@@ -219,6 +222,10 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
         raise LaunchError(f"timeout_s must be a number of seconds > 0 (and finite), got {timeout_s!r}")
     if torchrun_world_size() is not None:
         return _run_as_torchrun_rank(fn, world_size, args, timeout_s)
+    if world_size > MAX_LOCAL_RANKS:
+        raise LaunchError(f"world_size {world_size} is more local ranks than one machine can run "
+                          f"(at most {MAX_LOCAL_RANKS}, each rank is a process); use torchrun "
+                          "across nodes for more")
     backend = backend or pick_backend(world_size)
     if backend not in ("gloo", "nccl"):
         raise LaunchError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
@@ -304,13 +311,16 @@ def _importable(fn):
 
 
 def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
-        report=None) -> list | None:
+        report=None, check=None) -> list | None:
     """Entry point of a demo module: ``python -m playground.<demo> [--nproc N]``.
 
     Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set) this process *is* one rank: it joins the
     job through the environment (NCCL on ``cuda:LOCAL_RANK`` when a GPU is present, else gloo)
     and calls ``fn`` once.  Otherwise it launches ``--nproc`` local ranks with ``run``.
     ``report(values)`` (optional) prints a summary of the per-rank return values (on rank 0).
+    ``check(world_size)`` (optional) raises ``ValueError`` for a world size the demo cannot use,
+    so that it is refused in one line before any rank starts.  Bad input and Ctrl-C end the
+    command with one line on stderr (exit status 2 and 130), never a traceback.
     """
     fn = _importable(fn)
     parser = argparse.ArgumentParser(description=description or (fn.__doc__ or "").strip())
@@ -321,15 +331,25 @@ def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
     opts = parser.parse_args()
     if opts.nproc < 1:
         parser.error(f"--nproc must be >= 1, got {opts.nproc}")
+    if not 0 < opts.timeout < 1e9:
+        parser.error(f"--timeout must be a finite number of seconds > 0, got {opts.timeout}")
     try:
+        if check is not None:
+            try:
+                check(opts.nproc)
+            except ValueError as exc:
+                raise LaunchError(str(exc)) from None
         values = run(fn, opts.nproc, *args, timeout_s=opts.timeout)
+        if report is not None:
+            # Under torchrun every rank runs the report (it may launch further collective runs,
+            # which need the whole job), but only rank 0's output is shown.
+            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(
+                    sys.stdout if is_main_process() else sink):
+                report(values)
     except LaunchError as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         raise SystemExit(2) from None
-    if report is not None:
-        # Under torchrun every rank runs the report (it may launch further collective runs,
-        # which need the whole job), but only rank 0's output is shown.
-        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(
-                sys.stdout if is_main_process() else sink):
-            report(values)
+    except KeyboardInterrupt:
+        print("interrupted: every rank was stopped", file=sys.stderr)
+        raise SystemExit(130) from None
     return values

@@ -18,7 +18,8 @@ __all__ = ["candidate_layouts", "search", "explain", "report"]
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]  # sqrt(n) steps, not n
+    return sorted(set(small + [n // d for d in small]))
 
 
 def candidate_layouts(model: Model, gpus: int, global_batch: int, micro_batches=(1, 2, 4, 8),
@@ -62,6 +63,9 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
     """The layouts that fit, best first, as a JSON-ready dict (``ranked``: the ``top`` best)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
+    if gpus > min(model.heads * model.layers * global_batch, 10 ** 12):  # TP x PP x DP at most
+        raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "
+                        f"with TP dividing the {model.heads} heads and PP at most {model.layers} layers")
     layouts = candidate_layouts(model, gpus, global_batch, micro_batches, vpps, **common)
     if not layouts:
         raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "

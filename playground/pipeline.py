@@ -82,8 +82,8 @@ class PipeSpec:
                              "no such limit)")
         dt = self.device_time_s
         if not (dt is None or dt == "auto" or (isinstance(dt, tuple) and len(dt) == 2
-                                                 and all(v >= 0 for v in dt))):
-            raise ValueError(f"device_time_s must be None, 'auto' or (forward_s, backward_s) "
+                                                 and all(0 <= v < 1e6 for v in dt))):
+            raise ValueError(f"device_time_s must be None, 'auto' or finite (forward_s, backward_s) "
                              f">= 0, got {dt!r}")
 
 

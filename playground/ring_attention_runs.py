@@ -18,13 +18,23 @@ from playground.launch import cli, device, run
 from playground.memory import SavedActivations
 from playground.ring_attention import attention_reference, predicted_bytes, ring_attention, split_sequence
 
-__all__ = ["check_ring_attention", "map_rows", "report"]
+__all__ = ["check_ring_attention", "check_demo_world_size", "map_rows", "report"]
 
 
 def _make_qkv(batch, heads, seq_len, head_dim, dtype, seed):
     g = torch.Generator().manual_seed(seed)
     return [torch.randn(batch, heads, seq_len, head_dim, generator=g, dtype=torch.float64).to(dtype)
             for _ in range(4)]  # q, k, v and the upstream gradient
+
+
+DEMO_SEQ_LEN = 32  # the default case's sequence: one block of it per rank
+
+
+def check_demo_world_size(world_size: int) -> None:
+    """The command-line demo cuts a sequence of DEMO_SEQ_LEN tokens into one block per rank."""
+    if DEMO_SEQ_LEN % world_size:
+        raise ValueError(f"the demo's sequence of {DEMO_SEQ_LEN} tokens does not split evenly over "
+                         f"{world_size} ranks: use a number of ranks that divides {DEMO_SEQ_LEN}")
 
 
 def check_ring_attention(rank: int, world_size: int, cases=None, group_size: int | None = None):
@@ -36,7 +46,7 @@ def check_ring_attention(rank: int, world_size: int, cases=None, group_size: int
     ``group_size``: run independent rings over consecutive ranks of that size (a CP group inside
     a larger grid) instead of one ring over all ranks.
     """
-    cases = cases or [dict(batch=2, heads=2, seq_len=32, head_dim=8, causal=True,
+    cases = cases or [dict(batch=2, heads=2, seq_len=DEMO_SEQ_LEN, head_dim=8, causal=True,
                            dtype="float64", seed=0)]
     group = None
     if group_size is not None:
@@ -128,4 +138,4 @@ def report(values) -> None:
 
 
 if __name__ == "__main__":
-    cli(check_ring_attention, default_world_size=4, report=report)
+    cli(check_ring_attention, default_world_size=4, report=report, check=check_demo_world_size)

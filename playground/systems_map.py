@@ -268,5 +268,6 @@ def _report(values) -> None:
 
 
 if __name__ == "__main__":
+    from playground.compose import check_world_size
     from playground.launch import cli
-    cli(map_runs, default_world_size=4, report=_report)
+    cli(map_runs, default_world_size=4, report=_report, check=check_world_size)

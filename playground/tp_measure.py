@@ -15,7 +15,7 @@ import torch
 from playground.tensor_parallel import (TPBlock, check_tp_divisible, dtensor_block,
                                          dtensor_local_grads)
 
-__all__ = ["layer_traffic", "korthikanti_bytes", "block_activation_bytes", "check_block",
+__all__ = ["layer_traffic", "korthikanti_bytes", "block_activation_bytes", "check_block", "check_tp_sizes",
            "single_block_activation_bytes", "traffic_report", "activation_report"]
 
 
@@ -123,6 +123,23 @@ def _close_16bit(got, want, msg="", rel: float = 2e-2) -> None:
         raise AssertionError(msg(text) if callable(msg) else f"{msg}: {text}")
 
 
+def check_tp_sizes(world_size: int, tp_sizes=None, cfg=None) -> tuple:
+    """The TP sizes ``check_block`` runs (default: every size > 1 that tiles the job), or a
+    ValueError naming the first one the job or the model cannot be split into."""
+    from playground.model import ModelConfig
+    cfg = cfg or ModelConfig()
+    if tp_sizes is None:
+        tp_sizes = tuple(t for t in range(2, world_size + 1) if world_size % t == 0)
+    for t in tp_sizes:
+        check_tp_divisible(cfg.n_heads, cfg.d_model, cfg.d_ff, t)
+        if world_size % t:
+            raise ValueError(f"tensor-parallel size {t} does not divide world size {world_size}")
+        if cfg.seq_len % t:
+            raise ValueError(f"sequence parallelism cuts seq_len={cfg.seq_len} into t={t} equal "
+                             f"shards: use a seq_len that is a multiple of {t}")
+    return tuple(tp_sizes)
+
+
 def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int = 2,
                 dtype: torch.dtype = torch.float32, recompute_gather: bool = True) -> dict:
     """Rank worker: for each t, run one block with TP, with SP and with DTensor on groups of t.
@@ -140,17 +157,9 @@ def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int 
     from playground.model import ModelConfig, build_model
 
     cfg, dev = cfg or ModelConfig(), device()
-    if tp_sizes is None:  # every group size > 1 that tiles the job
-        tp_sizes = tuple(t for t in range(2, world_size + 1) if world_size % t == 0)
     # Refuse every bad size before the first collective: all ranks raise the same clear error,
     # instead of gloo aborting on shards of unequal length half-way through.
-    for t in tp_sizes:
-        check_tp_divisible(cfg.n_heads, cfg.d_model, cfg.d_ff, t)
-        if world_size % t:
-            raise ValueError(f"tensor-parallel size {t} does not divide world size {world_size}")
-        if cfg.seq_len % t:
-            raise ValueError(f"sequence parallelism cuts seq_len={cfg.seq_len} into t={t} equal "
-                             f"shards: use a seq_len that is a multiple of {t}")
+    tp_sizes = check_tp_sizes(world_size, tp_sizes, cfg)
     close = _close_16bit if torch.finfo(dtype).bits <= 16 else torch.testing.assert_close
     block = build_model(cfg, seed=0, dtype=dtype, device=dev).layers[1]
     g = torch.Generator().manual_seed(1)
@@ -274,4 +283,4 @@ def _report(values) -> None:
 
 if __name__ == "__main__":
     from playground.launch import cli
-    cli(check_block, default_world_size=4, report=_report)
+    cli(check_block, default_world_size=4, report=_report, check=check_tp_sizes)

@@ -264,6 +264,12 @@ BAD = [
      "not divisible"),
     (["--params", "7B", "--tokens", "1T", "--achieved-tflops", "2000", "--gpu", "A100"], "exceeds"),
     (["--params", "7B", "--tokens", "1T", "--frobnicate"], "unrecognized arguments"),
+    # sizes that used to keep the layout loops busy for hours
+    (["--params", "1e40", "--tokens", "1e40"], "the planner handles at most 10,000"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "1e30", "--hidden", "4096", "--heads", "32"],
+     "layers from --layers"),
+    (["--params", "7B", "--tokens", "1T", "--layers", "32", "--hidden", "4096", "--heads", "32",
+      "--search", "--gpus", "1e18"], "no layout of 1000000000000000000 GPUs"),
 ]
 
 

@@ -40,3 +40,17 @@ def test_figures_folder_holds_no_orphans():
 def test_every_registered_figure_is_in_the_folder():
     missing = sorted(n for n in load_all() if not (FIGURES / n).exists())
     assert missing == [], "registered but never generated: run `make figures`"
+
+
+def test_a_figure_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    import matplotlib.pyplot as plt
+    import playground.figures.__main__ as figures_main
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    monkeypatch.setattr(figures_main, "FIGURES_DIR", blocked)
+    monkeypatch.setattr(figures_main, "load_all", lambda: {"x.png": plt.figure})
+    assert figures_main.main(["x.png"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot write x.png") and err.count("\n") == 1, err
+    assert figures_main.main(["nosuch.png"]) == 2
+    assert capsys.readouterr().err == "error: unknown figure(s) nosuch.png; see --list\n"

@@ -119,7 +119,7 @@ def test_a_function_defined_in_a_notebook_is_refused():
         run(local, 2)
 
 
-@pytest.mark.parametrize("size", [0, -1, 1.5, "2", True])
+@pytest.mark.parametrize("size", [0, -1, 1.5, "2", True, 1000])
 def test_bad_world_size_is_refused(size):
     with pytest.raises(LaunchError, match="world_size"):
         run(w.pid, size)
@@ -192,3 +192,44 @@ def test_children_of_a_killed_parent_exit_by_themselves(tmp_path):
     proc.kill()  # no cleanup code runs in the parent
     proc.wait()
     assert _wait_gone(pids) == []
+
+
+def _cli(*args, **kw):
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env,
+                          timeout=60, **kw)
+
+
+def test_cli_refuses_bad_input_in_one_line_before_any_rank_starts():
+    """A world size the demo cannot use, a bad --timeout, too many ranks: one line, exit 2."""
+    cases = [(("playground.compose", "--nproc", "3"), "error: compose_runs lays out a 2 x 2 grid"),
+             (("playground.ring_pass", "--timeout", "nan"), "error: --timeout must be a finite"),
+             (("playground.ring_pass", "--nproc", "1000"), "error: world_size 1000 is more local")]
+    for args, message in cases:
+        out = _cli(*args)
+        assert out.returncode == 2 and message in out.stderr, (args, out.stderr)
+        assert "Traceback" not in out.stderr and out.stderr.strip().count("\n") <= 1, out.stderr
+
+
+_CLI_LONG_RUN = textwrap.dedent("""
+    import os, sys
+    sys.path.insert(0, os.environ["TESTS_DIR"])
+    import launch_workers as w
+    from playground.launch import cli
+    if __name__ == "__main__":
+        cli(w.sleep_then_pid, 600, os.environ["PID_DIR"], default_world_size=2)
+""")
+
+
+def test_ctrl_c_on_a_demo_is_one_line_exit_130_and_no_rank_survives(tmp_path):
+    env = dict(os.environ, TESTS_DIR=os.path.dirname(__file__), PID_DIR=str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", _CLI_LONG_RUN], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(tmp_path.glob("*.pid"))) < 2:
+        time.sleep(0.2)
+    pids = [int(f.read_text()) for f in tmp_path.glob("*.pid")]
+    proc.send_signal(2)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err == "interrupted: every rank was stopped\n", err
+    assert len(pids) == 2 and _wait_gone(pids) == []

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from playground import results
 from playground.bench.__main__ import main as bench_main
 
@@ -34,3 +36,30 @@ def test_a_bad_benchmark_argument_is_one_line_and_exit_2(capsys):
     assert bench_main(["launch", "--repeats", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["allreduce", "--sizes-mb", "inf"], "--sizes-mb must each be finite"),
+    (["allreduce", "--sizes-mb", "1e9"], "GB, more than"),
+    (["pipeline", "--forward-ms", "nan"], "--forward-ms must be a finite number"),
+    (["pipeline", "--forward-ms", "1e9"], "beyond the benchmark's 600 s limit"),
+    (["pipeline", "--chunks", "0"], "--chunks must be >= 1"),
+    (["zero", "--d-model", "1000000"], "GB, more than"),
+    (["mfu", "--device", "cpu", "--hidden", "100000"], "GB, more than"),
+    (["launch", "--nproc", "1000"], "at most 64"),
+])
+def test_impossible_benchmark_sizes_are_refused_up_front(argv, message, capsys):
+    """Refused in one line before anything is allocated or launched (no hang, no traceback)."""
+    assert bench_main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1 and message in err, err
+
+
+def test_ctrl_c_during_a_benchmark_is_one_line_and_exit_130(monkeypatch, capsys):
+    from playground.bench import benchmarks
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(benchmarks()["launch"], "run", interrupted)
+    assert bench_main(["launch"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"

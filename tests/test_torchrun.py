@@ -37,3 +37,11 @@ def test_a_demo_whose_report_launches_more_runs_under_torchrun():
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("TP + SP        measured") == 1 and "DIFFERENT" not in out.stdout
+
+
+def test_a_world_size_the_demo_cannot_use_is_refused_by_every_rank_in_one_line():
+    out = _torchrun("-m", "playground.compose")   # a 2 x 2 grid on a job of 2
+    assert out.returncode != 0
+    ours = [l for l in out.stderr.splitlines() if "compose_runs" in l]
+    assert ours == ["error: compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got 2"] * 2, out.stderr
+    assert "[rank0]: Traceback" not in out.stderr    # torchrun's own summary follows, not ours

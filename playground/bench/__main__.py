@@ -42,6 +42,9 @@ def main(argv=None) -> int:
     except (LaunchError, ValueError) as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the launcher has already stopped every rank
+        print("interrupted", file=sys.stderr)
+        return 130
     if not is_main_process():
         return 0  # under torchrun, rank 0 reports for the job
     result = {"benchmark": args.name, **result,

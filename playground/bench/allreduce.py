@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from playground.allreduce_lab import MB, time_all_reduces
 from playground import launch
+from playground.bench import check_fits
 
 TARGET_RATIO_64MB = 0.9  # ring busbw / built-in busbw at 64 MB (the target)
 
@@ -20,13 +21,17 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> dict:
-    sizes = [int(mb * MB) for mb in args.sizes_mb]
-    if any(s < 4 for s in sizes):
-        raise ValueError(f"--sizes-mb must each be at least 4 bytes, got {args.sizes_mb}")
+    if not all(4 / MB <= mb < float("inf") for mb in args.sizes_mb):
+        raise ValueError(f"--sizes-mb must each be finite and at least 4 bytes, got {args.sizes_mb}")
+    sizes = [4 * round(mb * MB / 4) for mb in args.sizes_mb]  # float32 tensors: multiples of 4 B
     if any(n < 2 for n in args.world_sizes):
         raise ValueError(f"--world-sizes must each be >= 2, got {args.world_sizes}")
     if args.repeats < 1 or args.warmup < 0:
         raise ValueError("--repeats must be >= 1 and --warmup >= 0")
+    for n in args.world_sizes:  # each rank holds the message, a working copy and ring buffers
+        nccl = launch.pick_backend(n) == "nccl"
+        check_fits(3 * max(sizes) * (1 if nccl else n),
+                   f"--sizes-mb {max(args.sizes_mb):g} on {n} ranks", per_gpu=nccl)
     rows, backend = [], None
     for n in args.world_sizes:
         result = _launch(n, sizes, args.repeats, args.warmup)

@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from playground.bench import check_fits
 from playground.capacity_plan import megatron_flops_per_iteration
 from playground.hardware import UnknownGPUError, gpu
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
@@ -77,6 +78,12 @@ def run(args) -> dict:
         raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
     cfg = ModelConfig(vocab=size["vocab"], d_model=size["hidden"], n_heads=size["heads"],
                       n_layers=size["layers"], seq_len=size["seq_len"])
+    # fp32 weights, gradients and AdamW's two moments (16 B per parameter), plus activations:
+    # ~34 B per token per hidden unit and layer (Korthikanti et al.) and the logits with their
+    # gradient in fp32 and bf16 (12 B per token per vocabulary entry)
+    tokens = size["batch"] * cfg.seq_len
+    need = 16 * cfg.param_count() + tokens * (34 * cfg.d_model * cfg.n_layers + 12 * cfg.vocab)
+    check_fits(need, f"the model {size}", per_gpu=device.type == "cuda")
     model = build_model(cfg, device=device)            # fp32 master weights
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     batch = tuple(t.to(device) for t in synthetic_batch(cfg, size["batch"], step=0))

@@ -7,6 +7,7 @@ import statistics
 from playground.launch import pick_backend, torchrun_world_size
 
 TARGET = 0.10  # measured bubble within 10 % of the formula
+RUN_TIMEOUT_S = 600
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -38,6 +39,12 @@ def run(args) -> dict:
     backend = pick_backend(world)
     if args.backward_ms is not None and args.forward_ms is None:
         raise ValueError("--backward-ms needs --forward-ms")
+    for name in ("forward_ms", "backward_ms"):
+        value = getattr(args, name)
+        if value is not None and not 0 <= value < float("inf"):
+            raise ValueError(f"--{name.replace('_', '-')} must be a finite number of ms >= 0, got {value:g}")
+    if args.chunks < 1:
+        raise ValueError(f"--chunks must be >= 1, got {args.chunks}")
     if args.forward_ms is None and backend == "gloo":
         # 4x the chapter's default: each hand-off costs a fixed 0.3-3 ms here (send, a woken
         # receiver), which must stay small beside a micro-batch's compute even at M = 8
@@ -47,9 +54,14 @@ def run(args) -> dict:
     if args.micro_batches is None:
         args.micro_batches = (4, 8) if args.schedule == "interleaved" else (1, 2, 4, 8)
     chunks = args.chunks if args.schedule == "interleaved" else 1
+    if device_time is not None:  # each step lasts at least one whole forward + backward
+        least_s = sum(device_time) * args.repeats * len(args.stages) * len(args.micro_batches)
+        if least_s > RUN_TIMEOUT_S:
+            raise ValueError(f"--forward-ms {args.forward_ms:g} makes the runs last at least "
+                             f"{least_s:,.0f} s, beyond the benchmark's {RUN_TIMEOUT_S} s limit")
     specs = timing_specs(args.stages, args.micro_batches, (args.schedule,), args.repeats,
                          device_time, chunks=chunks)
-    rows = bubble_rows(run_pipeline(specs, world_size=world, timeout_s=600))
+    rows = bubble_rows(run_pipeline(specs, world_size=world, timeout_s=RUN_TIMEOUT_S))
     for row in rows:
         row["within_target"] = abs(row["ratio"] - 1) <= TARGET
     return {

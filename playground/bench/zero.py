@@ -30,7 +30,14 @@ def run(args) -> dict:
     from playground.zero_runs import launch, predicted_sent_bytes, unit_numels
 
     cfg = ModelConfig(d_model=args.d_model, n_layers=args.layers)
-    psi, numels = cfg.param_count(), unit_numels(cfg)
+    psi = cfg.param_count()
+    from playground.bench import check_fits
+    for n in args.nproc:  # every rank keeps a whole fp32 model, its Adam state and a reference
+        nccl = pick_backend(n) == "nccl"
+        check_fits(48 * psi * (1 if nccl else n),
+                   f"a {psi:,}-parameter model (--d-model {args.d_model}, --layers {args.layers}) "
+                   f"on {n} ranks", per_gpu=nccl)
+    numels = unit_numels(cfg)
     variants = [("ddp",)] + [("zero", s, args.precision) for s in range(4)]
     rows = []
     for n in args.nproc:

@@ -24,10 +24,18 @@ def main(argv=None) -> int:
     if unknown:
         print(f"error: unknown figure(s) {', '.join(unknown)}; see --list", file=sys.stderr)
         return 2
-    for name in opts.names or registry:
-        start = time.perf_counter()
-        path = save(registry[name](), name, FIGURES_DIR)
-        print(f"{path.relative_to(FIGURES_DIR.parent)}  ({time.perf_counter() - start:.1f} s)")
+    try:
+        for name in opts.names or registry:
+            start = time.perf_counter()
+            path = save(registry[name](), name, FIGURES_DIR)
+            print(f"{path.relative_to(FIGURES_DIR.parent)}  ({time.perf_counter() - start:.1f} s)")
+    except OSError as exc:  # a folder or file that cannot be written
+        print(f"error: cannot write {name}: {exc.strerror or exc}: {exc.filename or FIGURES_DIR}",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 
