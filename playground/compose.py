@@ -21,7 +21,8 @@ from torch import nn
 
 from playground import comm
 from playground.grid import RankGrid
-from playground.launch import cli, device
+from playground.launch import device
+from playground.launch_cli import cli
 from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch,
                               train_step)
 from playground.tensor_parallel import TPBlock

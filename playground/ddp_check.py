@@ -196,5 +196,5 @@ def demo(rank: int, world_size: int) -> dict:
 
 
 if __name__ == "__main__":
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(demo, default_world_size=2, report=_report)

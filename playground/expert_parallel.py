@@ -155,5 +155,5 @@ def predicted_bytes(tokens: int, d_model: int, top_k: int, n_experts: int,
 
 if __name__ == "__main__":  # the demo lives beside the layer: ``expert_parallel_runs``
     from playground.expert_parallel_runs import check_expert_parallel, report
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(check_expert_parallel, default_world_size=4, report=report)

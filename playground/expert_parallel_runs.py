@@ -16,7 +16,8 @@ import torch
 
 from playground import comm
 from playground.expert_parallel import ExpertParallelMoE, all_to_all, predicted_bytes
-from playground.launch import cli, device, run
+from playground.launch import device, run
+from playground.launch_cli import cli
 from playground.moe import MoE
 
 __all__ = ["check_expert_parallel", "drop_sweep", "check_all_to_all", "map_rows", "report"]

@@ -151,6 +151,6 @@ def _report(values) -> None:
 
 
 if __name__ == "__main__":
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(grid_demo, {"dp": 2, "tp": 2}, default_world_size=4, report=_report,
         check=lambda n: RankGrid(dp=2, tp=2).check_world_size(n))

@@ -2,7 +2,7 @@
 
 ``run(fn, world_size, *args)`` starts ``world_size`` processes, joins them into one
 ``torch.distributed`` process group and returns what ``fn(rank, world_size, *args)`` returned
-on each rank, in rank order.  The same demo code also runs under ``torchrun`` (see ``cli``).
+on each rank, in rank order.  The same demo code also runs under ``torchrun`` (see ``playground.launch_cli``).
 
 Design choices, each for a reason a reader will meet:
 
@@ -17,9 +17,7 @@ Design choices, each for a reason a reader will meet:
 
 from __future__ import annotations
 
-import argparse
 import atexit
-import contextlib
 import datetime
 import importlib
 import multiprocessing as mp
@@ -38,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-__all__ = ["run", "cli", "device", "torchrun_world_size", "is_main_process", "LaunchError", "RankFailedError", "LaunchTimeoutError"]
+__all__ = ["run", "device", "torchrun_world_size", "is_main_process", "LaunchError", "RankFailedError", "LaunchTimeoutError"]
 
 DEFAULT_TIMEOUT_S = 120.0
 # Each local rank is a whole process (torch, a gloo mesh to every peer): far more than this
@@ -300,56 +298,3 @@ def _run_as_torchrun_rank(fn, world_size: int, args, timeout_s: float) -> list:
 def _leave_group() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
-
-
-def _importable(fn):
-    """Under ``python -m playground.x`` the demo's module is ``__main__``: use its real name."""
-    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if getattr(fn, "__module__", None) == "__main__" and spec is not None:
-        return getattr(importlib.import_module(spec.name), fn.__qualname__)
-    return fn
-
-
-def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
-        report=None, check=None) -> list | None:
-    """Entry point of a demo module: ``python -m playground.<demo> [--nproc N]``.
-
-    Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set) this process *is* one rank: it joins the
-    job through the environment (NCCL on ``cuda:LOCAL_RANK`` when a GPU is present, else gloo)
-    and calls ``fn`` once.  Otherwise it launches ``--nproc`` local ranks with ``run``.
-    ``report(values)`` (optional) prints a summary of the per-rank return values (on rank 0).
-    ``check(world_size)`` (optional) raises ``ValueError`` for a world size the demo cannot use,
-    so that it is refused in one line before any rank starts.  Bad input and Ctrl-C end the
-    command with one line on stderr (exit status 2 and 130), never a traceback.
-    """
-    fn = _importable(fn)
-    parser = argparse.ArgumentParser(description=description or (fn.__doc__ or "").strip())
-    parser.add_argument("--nproc", type=int, default=torchrun_world_size() or default_world_size,
-                        help=f"number of local ranks (default {default_world_size}; "
-                             "under torchrun, its world size)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds")
-    opts = parser.parse_args()
-    if opts.nproc < 1:
-        parser.error(f"--nproc must be >= 1, got {opts.nproc}")
-    if not 0 < opts.timeout < 1e9:
-        parser.error(f"--timeout must be a finite number of seconds > 0, got {opts.timeout}")
-    try:
-        if check is not None:
-            try:
-                check(opts.nproc)
-            except ValueError as exc:
-                raise LaunchError(str(exc)) from None
-        values = run(fn, opts.nproc, *args, timeout_s=opts.timeout)
-        if report is not None:
-            # Under torchrun every rank runs the report (it may launch further collective runs,
-            # which need the whole job), but only rank 0's output is shown.
-            with open(os.devnull, "w") as sink, contextlib.redirect_stdout(
-                    sys.stdout if is_main_process() else sink):
-                report(values)
-    except LaunchError as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        print("interrupted: every rank was stopped", file=sys.stderr)
-        raise SystemExit(130) from None
-    return values

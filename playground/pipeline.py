@@ -29,7 +29,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from playground import comm
-from playground.launch import cli, device, run
+from playground.launch import device, run
+from playground.launch_cli import cli
 from playground.memory import SavedActivations, storage_bytes
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
 from playground.pipeline_comm import StageLink, boundary_shapes

@@ -239,5 +239,5 @@ def demo(rank: int, world_size: int, numel: int = 1_000_003) -> dict:
 
 
 if __name__ == "__main__":
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(demo, default_world_size=4)

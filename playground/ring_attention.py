@@ -228,6 +228,6 @@ def ring_schedule(world_size: int, causal: bool = True) -> list[dict]:
 
 
 if __name__ == "__main__":  # the demo lives beside the algorithm: ``ring_attention_runs``
-    from playground.launch import cli
+    from playground.launch_cli import cli
     from playground.ring_attention_runs import check_demo_world_size, check_ring_attention, report
     cli(check_ring_attention, default_world_size=4, report=report, check=check_demo_world_size)

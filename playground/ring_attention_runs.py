@@ -14,7 +14,8 @@ import torch
 import torch.distributed as dist
 
 from playground import comm
-from playground.launch import cli, device, run
+from playground.launch import device, run
+from playground.launch_cli import cli
 from playground.memory import SavedActivations
 from playground.ring_attention import attention_reference, predicted_bytes, ring_attention, split_sequence
 

@@ -13,7 +13,8 @@ import torch
 import torch.distributed as dist
 
 from playground import comm
-from playground.launch import cli, device
+from playground.launch import device
+from playground.launch_cli import cli
 
 __all__ = ["pass_around_ring", "predicted_bytes", "time_ring_hop"]
 

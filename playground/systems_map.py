@@ -269,5 +269,5 @@ def _report(values) -> None:
 
 if __name__ == "__main__":
     from playground.compose import check_world_size
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(map_runs, default_world_size=4, report=_report, check=check_world_size)

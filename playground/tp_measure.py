@@ -282,5 +282,5 @@ def _report(values) -> None:
 
 
 if __name__ == "__main__":
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(check_block, default_world_size=4, report=_report, check=check_tp_sizes)

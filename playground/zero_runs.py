@@ -208,5 +208,5 @@ def _report(values) -> None:
 
 
 if __name__ == "__main__":
-    from playground.launch import cli
+    from playground.launch_cli import cli
     cli(demo, default_world_size=4, report=_report)

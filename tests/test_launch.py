@@ -215,7 +215,7 @@ _CLI_LONG_RUN = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, os.environ["TESTS_DIR"])
     import launch_workers as w
-    from playground.launch import cli
+    from playground.launch_cli import cli
     if __name__ == "__main__":
         cli(w.sleep_then_pid, 600, os.environ["PID_DIR"], default_world_size=2)
 """)
