@@ -28,7 +28,11 @@ def check_fits(need_bytes: float, what: str, per_gpu: bool = False) -> None:
         import torch
         have, where = torch.cuda.get_device_properties(0).total_memory, "one GPU's memory"
     else:
-        have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine's memory"
+        try:
+            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):  # no sysconf (Windows): cannot tell, let it run
+            return
+        where = "this machine's memory"
     if need_bytes > have:
         raise ValueError(f"{what} needs about {need_bytes / 1e9:,.1f} GB, more than {where} "
                          f"({have / 1e9:,.1f} GB): choose smaller sizes")
