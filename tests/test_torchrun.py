@@ -45,3 +45,27 @@ def test_a_world_size_the_demo_cannot_use_is_refused_by_every_rank_in_one_line()
     ours = [l for l in out.stderr.splitlines() if "compose_runs" in l]
     assert ours == ["error: compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got 2"] * 2, out.stderr
     assert "[rank0]: Traceback" not in out.stderr    # torchrun's own summary follows, not ours
+
+
+def test_two_nodes_joined_by_c10d_rendezvous_run_one_job():
+    """The multi-node command of the README, with both "nodes" on this machine."""
+    import socket
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+               "-m", "playground.ring_pass"]
+    nodes = [subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        outputs = [node.communicate(timeout=180) for node in nodes]
+    finally:
+        for node in nodes:
+            node.kill()
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    stdout = "".join(out for out, _ in outputs)
+    # 4 ranks over 2 nodes; rank 0 (on one of them) reports once
+    assert stdout.count("4 ranks, one float32 tensor of 1024 elements each: predicted 12288 B sent "
+                        "per rank, measured [12288]") == 1
