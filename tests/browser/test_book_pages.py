@@ -78,6 +78,16 @@ def test_every_internal_link_and_anchor_resolves():
     assert not broken, "broken links:\n" + "\n".join(broken)
 
 
+def test_equation_references_read_once():
+    """The config numbers each {eq} reference as "Eq. N": prose that also writes "Eq." before it
+    shows the reader "Eq. Eq. 1.6"."""
+    doubled = []
+    for page in pages():
+        text = re.sub(r"<[^>]+>", "", (HTML / page).read_text(encoding="utf-8", errors="replace"))
+        doubled += [f"{page}: ...{m.group(0)}" for m in re.finditer(r"\bEqs?\.\s+Eq\.\s*[\d.]+", text)]
+    assert not doubled, "doubled equation prefix:\n" + "\n".join(doubled)
+
+
 @pytest.fixture(scope="module")
 def server():
     handler = functools.partial(_QuietHandler, directory=str(HTML))
