@@ -22,7 +22,7 @@ import torch
 
 from playground.model import ModelConfig
 from playground.pipeline import PipeSpec, run_pipeline
-from playground.pipeline_report import bubble_rows, check_equal
+from playground.pipeline_report import bubble_rows, check_equal, print_interleaved_comparison
 from playground.pipeline_schedules import (action_chunk, max_in_flight, measured_bubble,
                                            predicted_bubble, schedule_actions, simulate,
                                            stage_bounds)
@@ -281,3 +281,21 @@ def test_bubble_rows_predict_the_step_and_recover_a_fixed_cost_per_action():
     rec["stages"] = [{"emulated": False, "overruns": 0}] * 4   # measured device time: no formula
     row, = bubble_rows([rec])
     assert row["step_formula_s"] is None and row["handoff_s"] is None
+
+
+def test_interleaved_comparison_sets_each_rank_s_crossings_beside_1f1b_s(capsys):
+    """Rank k's V pieces cross (c < KV-1) + (c > 0) boundary directions each; 1F1B's stage k
+    crosses its own one (end stages) or two (inner stages)."""
+    K, V, M = 4, 2, 8
+    spec = PipeSpec("interleaved", stages=K, chunks=V, micro_batches=M, cfg=ModelConfig(n_layers=8))
+
+    def stages(crossings):
+        return [{"traffic": {"sent_bytes": 2048 * n, "calls": {"isend": M * n}}, "peak_bytes": 1024}
+                for n in crossings]
+
+    print_interleaved_comparison({"stages": stages([1, 2, 2, 1])},
+                                 {"spec": spec, "stages": stages([3, 4, 4, 3])})
+    lines = capsys.readouterr().out.splitlines()
+    for k, (mine, plain) in enumerate(((3, 1), (4, 2), (4, 2), (3, 1))):
+        assert f"cross {mine} boundary directions, against {plain} for 1F1B's stage" in lines[k]
+    assert lines[-1].endswith("(KV-1)/(K-1) = 7/3 = 2.333")
