@@ -6,6 +6,9 @@
   gradients backward (GPipe order: all micro-batches forward, then all backward); the two
   pipelines see different halves of the batch and average gradients over the DP group.
 
+``report`` sets the counted calls and bytes beside their formulas for the chapter, and
+``key_bias_report`` measures why the runs use SGD rather than Adam.
+
 Each run trains ``steps`` SGD steps and asserts, every step, that its loss equals the
 single-process loss, and at the end that every parameter shard equals the matching slice of the
 single-process model (``assert_close``).  Traffic is counted per axis with ``playground.comm``.
@@ -27,15 +30,18 @@ from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, sy
                               train_step)
 from playground.tensor_parallel import TPBlock
 
-__all__ = ["reference_run", "train_dp_tp", "train_dp_pp", "stage_bounds", "compose_runs", "check_world_size"]
+__all__ = ["reference_run", "train_dp_tp", "train_dp_pp", "stage_bounds", "compose_runs",
+           "check_world_size", "report", "key_bias_gradients", "key_bias_report"]
 
 LR = 0.1
 
 
 def _optimizer(params):
-    # SGD with momentum, not Adam: Adam divides by sqrt(v), so for the key bias -- whose true
-    # gradient is exactly 0 (softmax ignores a shift shared by all keys) -- it turns 1e-9 of
-    # rounding noise into full-size steps of random sign, and equal math stops looking equal.
+    # SGD with momentum, not Adam: the key bias's true gradient is exactly 0 (softmax ignores a
+    # shift shared by all keys), so what backward computes is rounding noise, |g| ~ 1e-9, which
+    # differs between equal computations.  Adam's first step lr·g/(|g| + eps), eps = 1e-8, makes
+    # that a few to tens of percent of lr, of random sign (SGD: lr·1e-9), and equal math stops
+    # looking equal.  ``key_bias_report`` measures it.
     return torch.optim.SGD(params, lr=LR, momentum=0.9)
 
 
@@ -205,12 +211,69 @@ def compose_runs(rank: int, world_size: int, steps: int = 3, batch: int = 8) -> 
             "dp_pp": train_dp_pp(rank, world_size, 2, 2, steps, batch)}
 
 
-def _report(values) -> None:
+def report(values: list[dict], cfg: ModelConfig | None = None) -> tuple[str, bool]:
+    """The two layouts of ``compose_runs`` (one dict per rank) beside their predictions: losses
+    against one process, the calls each rank made, DP x TP's all-reduces per step (4 per layer
+    for TP, 1 for DP) and DP x PP's bytes per rank per step ((b/dp)·s·h·e).  Returns (text,
+    every comparison holds)."""
+    cfg = cfg or ModelConfig()
+    L, s, h, e = cfg.n_layers, cfg.seq_len, cfg.d_model, 4  # fp32 activations
+    lines, ok = [], True
     for key in ("dp_tp", "dp_pp"):
-        print(f"{key}: losses {[round(v, 4) for v in values[0][key]['losses']]} equal the "
-              "single-process run; every shard equals its slice of the single-process model")
-        for v in values:
-            print(f"  {v[key]['label']}: {v[key]['all']['calls']}")
+        r0 = values[0][key]
+        same = all(v[key]["losses"] == r0["losses"] for v in values)
+        equal = all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(r0["losses"], r0["reference_losses"]))
+        ok &= same and equal
+        lines.append(f"{key}: losses {[round(x, 4) for x in r0['losses']]}, single-process "
+                     f"{[round(x, 4) for x in r0['reference_losses']]}: "
+                     f"equal (to 1e-5 relative): {equal}; "
+                     f"identical on all ranks: {same}")
+        lines += [f"   {v[key]['label']:32s} calls {v[key]['all']['calls']}" for v in values]
+    tp = values[0]["dp_tp"]
+    counted = sorted({v["dp_tp"]["all"]["calls"]["all_reduce"] // tp["steps"] for v in values})
+    ok &= counted == [4 * L + 1]
+    lines.append(f"DPxTP all-reduces per step: {4 * L} (TP, 4 per layer) + 1 (DP) = {4 * L + 1}; "
+                 f"counted {counted}")
+    pp = values[0]["dp_pp"]
+    predicted = pp["batch"] // pp["dp"] * s * h * e
+    counted = sorted({v["dp_pp"]["all"]["sent_bytes"] // pp["steps"] for v in values})
+    ok &= counted == [predicted]
+    lines.append(f"DPxPP bytes sent per rank per step: (b/dp)·s·h·e = {predicted:,} B; "
+                 f"counted {counted}")
+    return "\n".join(lines), ok
+
+
+def key_bias_gradients(cfg: ModelConfig | None = None, batch: int = 8, step: int = 0) -> dict:
+    """|gradient| of the attention key biases and of every other parameter after one backward of
+    the single-process reference, and Adam's first step on the key biases as a fraction of the
+    learning rate, |g| / (|g| + eps) (Adam's default eps)."""
+    cfg = cfg or ModelConfig()
+    model = build_model(cfg, seed=0)
+    inputs, targets = synthetic_batch(cfg, batch, step)
+    loss_fn(model(inputs), targets).backward()
+    key, other = [], []
+    for name, p in model.named_parameters():
+        (key if name.endswith("attn.wk.bias") else other).append(p.grad.abs().flatten())
+    key, other = torch.cat(key), torch.cat(other)
+    eps = torch.optim.Adam([torch.zeros(1)]).defaults["eps"]
+    adam = key / (key + eps)
+    return {"count": key.numel(), "median": key.median().item(), "max": key.max().item(),
+            "other_median": other.median().item(), "eps": eps,
+            "adam_median": adam.median().item(), "adam_max": adam.max().item()}
+
+
+def key_bias_report(cfg: ModelConfig | None = None) -> str:
+    """What ``key_bias_gradients`` measures, in two lines."""
+    g = key_bias_gradients(cfg)
+    return (f"key biases ({g['count']} values): |gradient| median {g['median']:.0e}, largest "
+            f"{g['max']:.0e} (rounding noise; median of every other parameter {g['other_median']:.0e})\n"
+            f"first step, as a fraction of the learning rate: Adam |g|/(|g| + eps), eps = "
+            f"{g['eps']:.0e}: median {100 * g['adam_median']:.0f}%, largest "
+            f"{100 * g['adam_max']:.0f}%; SGD |g|: at most {g['max']:.0e} of it")
+
+
+def _report(values) -> None:
+    print(report(values)[0])
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ asserts that outputs and gradients equal the single-process ``playground.moe.MoE
 the routing statistics and the all-to-all bytes.  ``drop_sweep`` measures who gets dropped at
 several capacity factors, ``check_all_to_all`` holds our all-to-all against PyTorch's, and
 ``map_rows`` gives the expert-parallel row of the systems map.
+``bytes_report`` and ``drop_report`` set those measurements beside the formulas for the chapter.
 ``python -m playground.expert_parallel_runs --nproc N`` (or ``python -m playground.expert_parallel``)
 runs the check and prints measured vs predicted payload.
 """
@@ -18,9 +19,10 @@ from playground import comm
 from playground.expert_parallel import ExpertParallelMoE, all_to_all, predicted_bytes
 from playground.launch import device, run
 from playground.launch_cli import cli
-from playground.moe import MoE
+from playground.moe import MoE, drops_agree, expert_capacity, predicted_drops
 
-__all__ = ["check_expert_parallel", "drop_sweep", "check_all_to_all", "map_rows", "report"]
+__all__ = ["check_expert_parallel", "drop_sweep", "check_all_to_all", "map_rows", "report",
+           "case_bytes", "bytes_report", "drop_report"]
 
 
 def _case_moe(case):
@@ -149,6 +151,72 @@ def check_all_to_all(rank: int, world_size: int) -> bool:
     return True
 
 
+def case_bytes(case: dict, dropped: int = 0, received: int | None = None) -> dict:
+    """``expert_parallel.predicted_bytes`` for a case dict (tokens, d_model, top_k, n_experts,
+    dtype) of ``check_expert_parallel``."""
+    return predicted_bytes(case["tokens"], case["d_model"], case["top_k"], case["n_experts"],
+                           getattr(torch, case["dtype"]), dropped, received)
+
+
+def bytes_report(ranks: list[dict]) -> tuple[str, bool]:
+    """Per rank: rows sent and received, all-to-all payload forward and backward beside the
+    ep-bytes formula, and the fraction of rows addressed to other ranks; then the mean over ranks
+    beside the balanced prediction.  ``ranks``: one case of ``check_expert_parallel``, rank by
+    rank.  Returns (table, every count equal to its formula)."""
+    n = len(ranks)
+    balanced = case_bytes(ranks[0])
+    lines = ["rank | rows out | rows in | fwd payload (B) | formula (B) | bwd payload (B) | "
+             "formula (B) | off-rank"]
+    match = True
+    for rank, got in enumerate(ranks):
+        pred = case_bytes(got, got["dropped"], sum(got["recv_rows"]))
+        fwd = got["forward"]["payload_bytes"]["all_to_all_single"]
+        bwd = got["backward"]["payload_bytes"]["all_to_all_single"]
+        match &= fwd == pred["forward"] and bwd == pred["backward"]
+        off = 1 - got["send_rows"][rank] / sum(got["send_rows"])
+        lines.append(f"{rank:>4} | {sum(got['send_rows']):>8} | {sum(got['recv_rows']):>7} | "
+                     f"{fwd:>15} | {pred['forward']:>11} | {bwd:>15} | {pred['backward']:>11} | "
+                     f"{off:.2f}")
+    mean_fwd = sum(g["forward"]["payload_bytes"]["all_to_all_single"] for g in ranks) / n
+    match &= mean_fwd == balanced["forward"]
+    lines.append(f"rows dispatched per rank T·k = {ranks[0]['tokens'] * ranks[0]['top_k']}; "
+                 f"mean forward payload {mean_fwd:.0f} B vs balanced prediction "
+                 f"{balanced['forward']} B (backward {balanced['backward']} B); off-rank fraction "
+                 f"predicted {(n - 1) / n:.2f} for balanced routing")
+    lines.append(f"measured == the ep-bytes formula on every rank, and on average: {match}")
+    return "\n".join(lines), match
+
+
+def drop_report(sweep: list[dict], tokens: int, n_experts: int, top_k: int,
+                capacity_factors) -> tuple[str, bool]:
+    """The drops of ``drop_sweep`` (one dict per rank) summed over the ranks, beside the
+    ep-drops prediction for uniformly random routing (``moe.predicted_drops``, mean ± sd) with
+    its verdict (``moe.drops_agree``), the skewed router's drops and the perfect-balance floor.
+    Returns (table, every uniform count agrees)."""
+    n = len(sweep)
+    total = n * tokens * top_k
+    lines = ["  cf |   C | uniform: dropped | predicted (mean ± sd) | verdict | skewed: dropped "
+             "| balanced floor"]
+    ok, notes = True, []
+    for i, cf in enumerate(capacity_factors):
+        uniform = sum(v["uniform"][i]["dropped"] for v in sweep)
+        skewed = sum(v["skewed"][i]["dropped"] for v in sweep)
+        mean, sd = predicted_drops(tokens, n_experts, top_k, cf, ranks=n)
+        agrees = drops_agree(uniform, mean, sd)
+        ok &= agrees
+        lines.append(f"{cf:4.2f} | {expert_capacity(tokens, n_experts, top_k, cf):>3} | "
+                     f"{uniform:>7} ({100 * uniform / total:4.1f}%) | {mean:>8.1f} ± {sd:<4.1f} "
+                     f"({100 * mean / total:4.1f}%) | {'agrees' if agrees else 'DIFFERS':>7} | "
+                     f"{skewed:>6} ({100 * skewed / total:4.1f}%) | {100 * max(0, 1 - cf):4.1f}%")
+        full = n * (tokens * top_k - n_experts * expert_capacity(tokens, n_experts, top_k, cf))
+        if sd == 0 and full > 0 and round(mean) == full:  # every expert overflows, every time
+            ok &= uniform == full
+            notes.append(f"cf = {cf}, uniform router: every expert's C slots full on every rank, "
+                         f"so n(Tk - E·C) = {full} must drop; measured {uniform}. Skewed router: "
+                         f"{skewed}, more, because unpopular experts leave slots empty")
+    return "\n".join(lines + notes), ok
+
+
 def map_rows(measure: bool = False, world_size: int = 4) -> list[dict]:
     """The expert-parallel row of the systems map (``bytes_predicted``: the formula's value).
 
@@ -187,8 +255,7 @@ def map_rows(measure: bool = False, world_size: int = 4) -> list[dict]:
 
 def report(values) -> None:
     r = values[0][0]
-    pred = predicted_bytes(r["tokens"], r["d_model"], r["top_k"], r["n_experts"],
-                           getattr(torch, r["dtype"]), r["dropped"], sum(r["recv_rows"]))
+    pred = case_bytes(r, r["dropped"], sum(r["recv_rows"]))
     print(f"expert-parallel MoE on {len(values)} ranks equals the single-process MoE "
           f"(outputs and gradients); all-to-all payload on rank 0 fwd/bwd: predicted "
           f"{pred['forward']}/{pred['backward']} B, measured "

@@ -23,7 +23,7 @@ from torch import nn
 from playground.model import MLP
 
 __all__ = ["MoE", "route", "expert_capacity", "within_capacity", "moe_reference",
-           "load_balancing_loss", "predicted_drops"]
+           "load_balancing_loss", "predicted_drops", "drops_agree"]
 
 
 def expert_capacity(tokens: int, n_experts: int, top_k: int, capacity_factor: float | None) -> int:
@@ -129,22 +129,61 @@ class MoE(nn.Module):
         return y.view(x.shape)
 
 
-def predicted_drops(tokens: int, n_experts: int, top_k: int, capacity_factor: float) -> tuple:
-    """(mean, std) of dropped assignments when every token picks k distinct experts at random.
+def _sampled_drops(tokens: int, n_experts: int, top_k: int, capacity: int, trials: int,
+                   seed: int) -> torch.Tensor:
+    """Dropped assignments in ``trials`` independent batches of uniformly random routing.
 
-    Then each expert's load is Binomial(T, k/E), so E[drops] = E · E[max(0, N − C)]; the std
-    treats the E queues as independent (a slight overestimate: their loads are anti-correlated).
+    Each of the T tokens picks a uniformly random k-subset of the E experts; the loads are drawn
+    expert by expert without drawing the tokens one by one: a token with r choices still to
+    place among the E' experts not yet visited picks the next one with probability r/E'.  That
+    is the exact joint law of the loads, whose sum is always T·k (the queues are *not*
+    independent), and each expert drops max(0, load − C), as ``within_capacity`` does.
+    """
+    g = torch.Generator().manual_seed(seed)
+    waiting = torch.zeros(trials, top_k + 1, dtype=torch.float64)  # tokens by choices left
+    waiting[:, top_k] = tokens
+    left = torch.arange(top_k + 1, dtype=torch.float64)
+    drops = torch.zeros(trials, dtype=torch.float64)
+    for remaining in range(n_experts, 0, -1):
+        # r > E' cannot happen (no token is waiting there): clamp only keeps torch's law valid
+        chance = (left / remaining).clamp(max=1.0).expand_as(waiting)
+        picked = torch.binomial(waiting, chance, generator=g)
+        waiting = waiting - picked
+        waiting[:, :-1] += picked[:, 1:]
+        drops += (picked.sum(dim=1) - capacity).clamp(min=0)
+    return drops
+
+
+def predicted_drops(tokens: int, n_experts: int, top_k: int, capacity_factor: float,
+                    ranks: int = 1, trials: int = 4000, seed: int = 0) -> tuple:
+    """(mean, sd) of the assignments dropped on ``ranks`` ranks of ``tokens`` tokens each, when
+    every token picks k distinct experts uniformly at random (capacity counted per rank).
+
+    Mean, exact: each expert's load is Binomial(T, k/E), so E[drops] = E · E[max(0, N − C)] per
+    rank, by linearity, whatever the correlations.  Sd: the loads of one rank sum to T·k, so
+    they are anti-correlated and the variance is *not* E times one queue's; it comes from a
+    seeded Monte Carlo of the exact joint law (``trials`` batches), times √ranks (ranks are
+    independent).  It is 0 when every expert overflows in every batch (c_f well below 1) or
+    none ever does.
     """
     if not 1 <= top_k <= n_experts:
         raise ValueError(f"need 1 <= top_k <= n_experts, got top_k={top_k}, n_experts={n_experts}")
+    for name, value in (("ranks", ranks), ("trials", trials)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     capacity = expert_capacity(tokens, n_experts, top_k, capacity_factor)
     p = top_k / n_experts
     if p >= 1:  # every token picks every expert: loads are exactly T
-        return float(n_experts * max(0, tokens - capacity)), 0.0
+        return float(ranks * n_experts * max(0, tokens - capacity)), 0.0
     log_pmf = lambda j: (math.lgamma(tokens + 1) - math.lgamma(j + 1) - math.lgamma(tokens - j + 1)
                          + j * math.log(p) + (tokens - j) * math.log1p(-p))
-    pmf = [math.exp(log_pmf(j)) for j in range(tokens + 1)]  # log space: no overflow at large T
-    over = [max(0, j - capacity) for j in range(tokens + 1)]
-    mean = sum(o * w for o, w in zip(over, pmf))
-    var = sum(o * o * w for o, w in zip(over, pmf)) - mean ** 2
-    return n_experts * mean, math.sqrt(n_experts * var)
+    mean = n_experts * sum(math.exp(log_pmf(j)) * (j - capacity)  # log space: no overflow
+                           for j in range(capacity + 1, tokens + 1))
+    sd = _sampled_drops(tokens, n_experts, top_k, capacity, trials, seed).std().item()
+    return ranks * mean, math.sqrt(ranks) * sd
+
+
+def drops_agree(measured: int, mean: float, sd: float) -> bool:
+    """Measured drops within 3 sd of the prediction, plus half a count: the measurement is an
+    integer, so where the sd is 0 it must be the integer nearest the mean."""
+    return abs(measured - mean) <= 3 * sd + 0.5

@@ -28,7 +28,8 @@ import torch.distributed as dist
 
 
 __all__ = ["ring_attention", "attention_reference", "split_sequence", "predicted_bytes",
-           "predicted_saved_bytes", "predicted_blocks", "ring_schedule"]
+           "predicted_saved_bytes", "predicted_naive_saved_bytes", "predicted_blocks",
+           "ring_schedule"]
 
 
 # ----------------------------------------------------------------------------- references
@@ -213,6 +214,15 @@ def predicted_saved_bytes(batch, heads, seq_len, head_dim, world_size, dtype=tor
     rows = batch * heads * (seq_len // world_size)
     e_acc = _itemsize(torch.promote_types(dtype, torch.float32))
     return 3 * rows * head_dim * _itemsize(dtype) + rows * head_dim * e_acc + rows * e_acc
+
+
+def predicted_naive_saved_bytes(batch, heads, seq_len, head_dim, causal: bool = True,
+                                dtype=torch.float32) -> int:
+    """Bytes ``attention_reference`` keeps for backward on one process: the s x s probabilities
+    of every head, q, k and v, and (causal) the boolean s x s mask of one byte per entry."""
+    e = _itemsize(dtype)
+    return (batch * heads * seq_len * seq_len * e + (seq_len * seq_len if causal else 0)
+            + 3 * batch * heads * seq_len * head_dim * e)
 
 
 def predicted_blocks(world_size: int, causal: bool = True) -> list[int]:

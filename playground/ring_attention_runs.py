@@ -4,7 +4,8 @@
 ``playground.ring_attention`` on this rank's sequence block, forward and backward, asserts that
 the output and the q, k, v gradients equal single-process attention, and returns the bytes moved,
 the bytes kept for backward and the schedule the ring followed.  ``map_rows`` gives the
-context-parallel row of the systems map.  ``python -m playground.ring_attention_runs --nproc N``
+context-parallel row of the systems map.  ``layer_report`` and ``memory_report`` set the measurements beside the formulas for the chapter.
+``python -m playground.ring_attention_runs --nproc N``
 (or ``python -m playground.ring_attention``) runs the check and prints measured vs predicted bytes.
 """
 
@@ -17,9 +18,12 @@ from playground import comm
 from playground.launch import device, run
 from playground.launch_cli import cli
 from playground.memory import SavedActivations
-from playground.ring_attention import attention_reference, predicted_bytes, ring_attention, split_sequence
+from playground.ring_attention import (attention_reference, predicted_blocks, predicted_bytes,
+                                       predicted_naive_saved_bytes, predicted_saved_bytes,
+                                       ring_attention, split_sequence)
 
-__all__ = ["check_ring_attention", "check_demo_world_size", "map_rows", "report"]
+__all__ = ["check_ring_attention", "check_demo_world_size", "map_rows", "report", "layer_report",
+           "memory_report"]
 
 
 def _make_qkv(batch, heads, seq_len, head_dim, dtype, seed):
@@ -92,6 +96,60 @@ def check_ring_attention(rank: int, world_size: int, cases=None, group_size: int
                         "saved_bytes": saved.bytes, "schedule": schedule,
                         "computed_blocks": sum(s["kind"] != "skipped" for s in schedule)})
     return results
+
+
+def _shape(case: dict) -> tuple:
+    return case["batch"], case["heads"], case["seq_len"], case["head_dim"]
+
+
+def layer_report(ranks: list[dict]) -> tuple[str, bool]:
+    """Per rank: bytes sent forward and backward, bytes kept for backward and score tiles
+    computed, then the formulas' row (bytes sent, bytes kept, tiles).  ``ranks``:
+    one case of ``check_ring_attention``, rank by rank.  Returns (table, every count equal)."""
+    n, case = len(ranks), ranks[0]
+    dtype = getattr(torch, case["dtype"])
+    sent = predicted_bytes(*_shape(case), n, dtype)
+    kept = predicted_saved_bytes(*_shape(case), n, dtype)
+    tiles = predicted_blocks(n, case["causal"])
+    lines = ["rank | sent fwd (B) | sent bwd (B) | kept for bwd (B) | tiles computed"]
+    for rank, got in enumerate(ranks):
+        lines.append(f"{rank:>4} | {got['forward']['sent_bytes']:>12} | "
+                     f"{got['backward']['sent_bytes']:>12} | {got['saved_bytes']:>16} | "
+                     f"{got['computed_blocks']:>14}")
+    lines.append(f"pred | {sent['forward']:>12} | {sent['backward']:>12} | {kept:>16} | "
+                 f"{str(tiles):>14}")
+    match = all(g["forward"]["sent_bytes"] == sent["forward"]
+                and g["backward"]["sent_bytes"] == sent["backward"]
+                and g["saved_bytes"] == kept and g["computed_blocks"] == tiles[r]
+                for r, g in enumerate(ranks))
+    lines.append("measured == the formulas for bytes sent and bytes kept, and the tile count, on "
+                 f"every rank: {match}")
+    return "\n".join(lines), match
+
+
+def memory_report(case: dict, per_rank_saved: int, n: int) -> tuple[str, bool]:
+    """Bytes kept for backward on this process by textbook attention on the whole sequence and
+    by ring attention with a single block (n = 1, no process group), beside the formulas, and
+    beside ``per_rank_saved``, what one of ``n`` ranks kept.  Returns (lines, all as predicted:
+    each count equal to its formula, and the one-block ring keeping exactly n times a rank's)."""
+    dtype = getattr(torch, case["dtype"])
+    q, k, v = (t.requires_grad_() for t in _make_qkv(*_shape(case), dtype, case["seed"])[:3])
+    naive, one_block = SavedActivations(), SavedActivations()
+    with naive:
+        attention_reference(q, k, v, causal=case["causal"])
+    with one_block:
+        ring_attention(q, k, v, causal=case["causal"])
+    want = (predicted_naive_saved_bytes(*_shape(case), case["causal"], dtype),
+            predicted_saved_bytes(*_shape(case), 1, dtype),
+            predicted_saved_bytes(*_shape(case), n, dtype))
+    got = (naive.bytes, one_block.bytes, per_rank_saved)
+    lines = [f"{label:<36}: {g:>9} B   bytes-kept formula: {w}" for label, g, w in zip(
+        ("textbook s x s attention, 1 process", "ring attention, n = 1",
+         f"ring attention, per rank, n = {n}"), got, want)]
+    ok = got == want and one_block.bytes == n * per_rank_saved
+    lines.append(f"n = 1 / n = {n}: {one_block.bytes / per_rank_saved:.2f} (predicted {n}); "
+                 f"textbook / ring per rank: {naive.bytes / per_rank_saved:.0f}x")
+    return "\n".join(lines), ok
 
 
 def map_rows(measure: bool = False, world_size: int = 4) -> list[dict]:

@@ -30,17 +30,20 @@ OTHER_ROW_MODULES = ("playground.ring_attention_runs", "playground.expert_parall
 
 # What each strategy does with the four kinds of per-rank state (for the map figure):
 # "R" replicated, "S" sharded across the group, "P" partly sharded (some tensors are, some not),
-# "L" split by layers (pipeline stages).
+# "L" split by layers (pipeline stages), "B" each rank's own micro-batch: different data on every
+# rank, but a rank's activations are those of a whole micro-batch, not divided by n (DP, ZeRO and
+# EP leave a layer's activations as they are; TP divides those inside attention and the MLP,
+# SP and CP all of them).
 STATE_LAYOUT = {
-    "DP": {"parameters": "R", "gradients": "R", "optimizer": "R", "activations": "S"},
-    "ZeRO-1": {"parameters": "R", "gradients": "R", "optimizer": "S", "activations": "S"},
-    "ZeRO-2": {"parameters": "R", "gradients": "S", "optimizer": "S", "activations": "S"},
-    "ZeRO-3 / FSDP": {"parameters": "S", "gradients": "S", "optimizer": "S", "activations": "S"},
+    "DP": {"parameters": "R", "gradients": "R", "optimizer": "R", "activations": "B"},
+    "ZeRO-1": {"parameters": "R", "gradients": "R", "optimizer": "S", "activations": "B"},
+    "ZeRO-2": {"parameters": "R", "gradients": "S", "optimizer": "S", "activations": "B"},
+    "ZeRO-3 / FSDP": {"parameters": "S", "gradients": "S", "optimizer": "S", "activations": "B"},
     "TP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "P"},
     "TP + SP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "S"},
     "CP": {"parameters": "R", "gradients": "R", "optimizer": "R", "activations": "S"},
     "PP": {"parameters": "L", "gradients": "L", "optimizer": "L", "activations": "L"},
-    "EP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "S"},
+    "EP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "B"},
 }
 
 

@@ -168,8 +168,9 @@ class ZeroDP:
     # ------------------------------------------------------------------ training
     def step(self, batch, loss_fn) -> dict:
         """One step on this rank's ``batch``: forward, backward (with the stage's reductions),
-        Adam on the own shard, re-distribution of the parameters.  Returns the local loss and
-        what this rank sent, and records ``last_state_bytes`` (model states held at the step)."""
+        Adam on the own shard, re-distribution of the parameters.  Returns the local loss, the
+        bytes this rank sent and in how many messages, and records ``last_state_bytes`` (model
+        states held at the step)."""
         inputs, targets = batch
         for u in self.units:
             u.pending = len(u.params)
@@ -184,7 +185,8 @@ class ZeroDP:
         self.last_state_bytes = self.state_bytes()
         for u, master in zip(self.units, self.masters):
             u.grad, master.grad = None, None
-        return {"loss": loss.item(), "sent_bytes": moved.sent_bytes}
+        return {"loss": loss.item(), "sent_bytes": moved.sent_bytes,
+                "messages": moved.calls.get("isend", 0)}
 
     @torch.no_grad()
     def _update(self) -> None:

@@ -15,6 +15,7 @@ The single-process references they are checked against are in ``playground.zero_
 
 from __future__ import annotations
 
+import statistics
 import time
 import warnings
 
@@ -24,11 +25,12 @@ import torch.distributed as dist
 from playground.launch import LaunchError, device, run
 from playground.memory import model_state_bytes
 from playground.model import ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch
-from playground.ring import ring_bytes_sent
+from playground.ring import SEGMENT_BYTES, ring_bytes_sent, shard_bounds
 from playground.zero import COMPUTE_DTYPE, ZeroDP, flat_units
 from playground.zero_reference import flat_params
 
-__all__ = ["launch", "train_ranks", "unit_numels", "predicted_sent_bytes", "check_variants"]
+__all__ = ["launch", "train_ranks", "unit_numels", "predicted_sent_bytes", "predicted_messages",
+           "check_variants", "state_report", "traffic_report", "step_ms", "timing_report"]
 
 
 def _known(v) -> bool:
@@ -90,6 +92,21 @@ def predicted_sent_bytes(numels, n: int, stage: int, precision: str, rank: int =
     return rs + (2 if stage == 3 else 1) * ag
 
 
+def predicted_messages(numels, n: int, stage: int, precision: str, rank: int = 0) -> int:
+    """Messages rank ``rank`` sends in one ZeroDP step: n-1 ring steps per reduce-scatter and per
+    all-gather of every unit (one message per step, or one per ~1 MiB segment of big chunks)."""
+    predicted_sent_bytes(numels, n, stage, precision, rank)  # the same checks of the input
+    es = torch.tensor([], dtype=COMPUTE_DTYPE[precision]).element_size()
+    total = 0
+    for numel in numels:
+        sizes = [hi - lo for lo, hi in shard_bounds(numel, n)]
+        count = max(1, -(-sizes[0] * es // SEGMENT_BYTES))  # segments per chunk (ring._ring_pass)
+        for first, times in ((1, 1), (0, 2 if stage == 3 else 1)):  # reduce-scatter, all-gather
+            total += times * sum(min(count, sizes[(rank - step - first) % n])
+                                 for step in range(n - 1))
+    return total
+
+
 def unit_numels(cfg: ModelConfig) -> list[int]:
     """Elements of each unit (entry of ``model.layers``): what ZeroDP flattens and shards."""
     model = build_model(cfg, 0)
@@ -107,15 +124,16 @@ def _batches(cfg, rank, n, steps, batch_size, seed):
 def _run_zero(cfg, rank, n, stage, precision, steps, batch_size, lr, seed):
     model = build_model(cfg, seed, device=device())
     engine = ZeroDP(model, stage, precision, lr=lr)
-    losses, sent, times = [], [], []
+    losses, sent, messages, times = [], [], [], []
     for batch in _batches(cfg, rank, n, steps, batch_size, seed):
         start = time.perf_counter()
         out = engine.step(batch, loss_fn)
         times.append(time.perf_counter() - start)
         losses.append(out["loss"])
         sent.append(out["sent_bytes"])
+        messages.append(out["messages"])
     params = engine.parameters()
-    return {"losses": losses, "sent_bytes": sent, "times": times,
+    return {"losses": losses, "sent_bytes": sent, "messages": messages, "times": times,
             "state_bytes": engine.last_state_bytes, "params": params}
 
 
@@ -186,6 +204,61 @@ def train_ranks(rank: int, world_size: int, variants, cfg: ModelConfig | None = 
             else:
                 results[variant] = out
     return results
+
+
+# ----------------------------------------------------------------------------- reports
+def state_report(runs: list[dict], cfg: ModelConfig, precision: str = "mixed") -> tuple[str, bool]:
+    """Model states rank 0 held in each ZeroDP stage of ``runs`` beside the formulas
+    (``zero_memory.predicted``), and whether every rank held exactly ``exact_bytes``.
+    Returns (lines, every rank exact)."""
+    from playground.zero_memory import exact_bytes, predicted
+    n, psi, numels = len(runs), cfg.param_count(), unit_numels(cfg)
+    lines, ok = [], True
+    for stage in range(4):
+        held = [r[("zero", stage, precision)]["state_bytes"] for r in runs]
+        exact = all(h == exact_bytes(numels, n, stage, rank, precision) for rank, h in enumerate(held))
+        ok &= exact
+        m, f = held[0], predicted(psi, n, stage, precision)
+        lines.append(f"stage {stage}: measured {m['parameters']:>7,} + {m['gradients']:>7,} + "
+                     f"{m['optimizer']:>7,} = {m['total']:>7,} B; formula {f['parameters']:>7,.0f} + "
+                     f"{f['gradients']:>7,.0f} + {f['optimizer']:>7,.0f} = {f['total']:>7,.0f} B; "
+                     f"all {n} ranks exact: {exact}")
+    return "\n".join(lines), ok
+
+
+def traffic_report(runs: list[dict], cfg: ModelConfig, precision: str = "mixed") -> str:
+    """Rank 0's bytes and messages per step of each ZeroDP stage in ``runs`` (per-rank results
+    of ``launch``), in units of Psi elements, beside ``predicted_sent_bytes`` and
+    ``predicted_messages``; then stage 3 over stage 0."""
+    n, psi, numels = len(runs), cfg.param_count(), unit_numels(cfg)
+    es = torch.tensor([], dtype=COMPUTE_DTYPE[precision]).element_size()
+    sent = {}
+    lines = []
+    for stage in range(4):
+        got = runs[0][("zero", stage, precision)]
+        sent[stage], messages = got["sent_bytes"][0], got["messages"][0]
+        volume = sent[stage] / es / psi * n / (n - 1)  # elements per step / Psi, ring factor off
+        lines.append(f"stage {stage}: sent {sent[stage]:>7,} B per step = {volume:.2f} Psi elements"
+                     f" x (N_d-1)/N_d x {es} B; predicted "
+                     f"{predicted_sent_bytes(numels, n, stage, precision):>7,} B; in {messages} "
+                     f"messages (predicted {predicted_messages(numels, n, stage, precision)}) of "
+                     f"{sent[stage] / messages:,.0f} B on average")
+    lines.append(f"stage 3 / stage 0 = {sent[3] / sent[0]:.2f} (3 Psi / 2 Psi predicts 1.5)")
+    return "\n".join(lines)
+
+
+def step_ms(runs: list[dict], variant) -> float:
+    """Median over the steps of ``variant`` (all repeats) of the slowest rank's time, in ms."""
+    return 1e3 * statistics.median(max(ts) for ts in zip(*(r[variant]["times"] for r in runs)))
+
+
+def timing_report(runs: list[dict], precision: str = "mixed") -> tuple[str, dict]:
+    """Step time of each ZeroDP stage and its ratio to the fastest of stages 0-2; returns
+    (lines, {stage: ms})."""
+    t = {s: step_ms(runs, ("zero", s, precision)) for s in range(4)}
+    fastest = min(t[0], t[1], t[2])
+    return "\n".join(f"stage {s}: {t[s]:6.1f} ms per step ({t[s] / fastest:.2f} x the fastest of "
+                     "stages 0-2)" for s in range(4)), t
 
 
 def demo(rank: int, world_size: int) -> dict:

@@ -30,6 +30,17 @@ def test_dp_tp_and_dp_pp_match_single_process_training_and_the_map_rows_hold():
         assert pp["all"]["sent_bytes"] == pp["steps"] * per_dp * s * h * e
         assert pp["all"]["received_bytes"] == pp["all"]["sent_bytes"]
         assert pp["dp_per_step"]["payload_bytes"] == {"all_reduce": pp["local_param_bytes"]}
+    from playground.compose import report
+    assert report([v["compose"] for v in values], cfg)[1]  # what the chapter prints holds
+
+
+def test_key_bias_gradient_is_rounding_noise_that_adam_would_blow_up():
+    """Why the runs use SGD: the key bias's gradient is ~1e-9 (its true value is 0), six orders
+    below the other parameters'; Adam's first step |g|/(|g| + eps) is still percents of lr."""
+    from playground.compose import key_bias_gradients
+    g = key_bias_gradients()
+    assert g["count"] == 128 and g["max"] < 1e-7 < 1e-5 < g["other_median"]
+    assert 0.01 < g["adam_median"] < g["adam_max"] < 1
 
 
 @pytest.mark.parametrize("kind, kwargs, match", [

@@ -3,7 +3,8 @@
 The single-process MoE is checked against a dense computation and hand-worked routing; the
 expert-parallel layer equals it on every rank (outputs, input, router and expert gradients),
 with and without dropped tokens; the all-to-all payload is exactly the formula; drop counts
-follow the binomial model when routing is uniformly random.
+follow the model of uniformly random routing (binomial loads that sum to T·k), and a
+wrong prediction, or a skewed router, is told apart from it.
 """
 
 import math
@@ -14,8 +15,8 @@ import torch
 from playground import expert_parallel as ep
 from playground import expert_parallel_runs as ep_runs
 from playground.launch import run
-from playground.moe import (MoE, expert_capacity, load_balancing_loss, predicted_drops, route,
-                            within_capacity)
+from playground.moe import (MoE, drops_agree, expert_capacity, load_balancing_loss,
+                            predicted_drops, route, within_capacity)
 
 CASES = [  # tokens are per rank
     dict(tokens=24, d_model=8, d_ff=16, n_experts=8, top_k=2, capacity_factor=None,
@@ -82,17 +83,55 @@ def test_load_balancing_loss_is_one_when_balanced():
     assert load_balancing_loss(skewed, peaked).item() == pytest.approx(4.0)
 
 
-def test_binomial_drop_model_matches_random_routing():
-    """Mean drops of uniformly random k-subsets (Monte Carlo) vs the closed form."""
-    tokens, n_experts, top_k, cf, trials = 64, 8, 2, 1.0, 400
-    g = torch.Generator().manual_seed(0)
+def _routed_drops(tokens, n_experts, top_k, cf, trials, seed=0):
+    """Drops of uniformly random k-subsets, counted by the routing code itself."""
+    g = torch.Generator().manual_seed(seed)
     capacity = expert_capacity(tokens, n_experts, top_k, cf)
-    drops = []
-    for _ in range(trials):
-        choice = torch.rand(tokens, n_experts, generator=g).topk(top_k, dim=-1).indices
-        drops.append(int((~within_capacity(choice, n_experts, capacity)).sum()))
-    mean, std = predicted_drops(tokens, n_experts, top_k, cf)
-    assert abs(sum(drops) / trials - mean) < 4 * std / math.sqrt(trials)
+    choice = torch.rand(trials, tokens, n_experts, generator=g).topk(top_k, dim=-1).indices
+    return torch.tensor([int((~within_capacity(c, n_experts, capacity)).sum()) for c in choice],
+                        dtype=torch.float64)
+
+
+@pytest.mark.parametrize("cf", [0.75, 1.0, 1.25])
+def test_drop_prediction_matches_random_routing(cf):
+    """Mean and spread of the drops of uniformly random routing (Monte Carlo through
+    ``within_capacity``) vs ``predicted_drops``: the mean is exact, the sd is that of the
+    anti-correlated queues (their loads sum to T·k), not of independent ones."""
+    tokens, n_experts, top_k, trials = 64, 8, 2, 2000
+    drops = _routed_drops(tokens, n_experts, top_k, cf, trials)
+    mean, sd = predicted_drops(tokens, n_experts, top_k, cf)
+    assert abs(drops.mean().item() - mean) < 4 * max(sd, 0.1) / math.sqrt(trials)
+    assert drops.std().item() == pytest.approx(sd, rel=0.15)
+
+
+def test_drop_spread_is_zero_when_every_expert_overflows():
+    # c_f = 0.5: every expert gets far more than C = 32 of the mean 64 assignments on every
+    # batch, so exactly T·k − E·C drop, every time, on each of 4 ranks
+    mean, sd = predicted_drops(256, 8, 2, 0.5, ranks=4)
+    assert sd == 0.0 and round(mean) == 4 * (256 * 2 - 8 * 32)
+    mean, sd = predicted_drops(256, 8, 2, 2.0)  # C = 128: an overflow is a 1-in-10^16 event
+    assert sd == 0.0 and mean < 1e-9
+
+
+def test_a_wrong_drop_prediction_is_rejected():
+    """The check the chapter applies has teeth: real routing (one rank, no process group)
+    agrees with its own prediction, and not with the prediction for a capacity factor 0.1 off,
+    nor does a skewed router agree with the prediction for a uniform one."""
+    cfs = (0.75, 1.0, 1.25)
+    sweep = ep_runs.drop_sweep(0, 1, 256, 32, 8, 2, cfs)
+    for i, cf in enumerate(cfs):
+        uniform, skewed = sweep["uniform"][i]["dropped"], sweep["skewed"][i]["dropped"]
+        assert drops_agree(uniform, *predicted_drops(256, 8, 2, cf)), cf
+        assert not drops_agree(skewed, *predicted_drops(256, 8, 2, cf)), cf
+        if cf < 1.25:  # above, both predictions are ~0 drops: nothing to tell apart
+            for wrong in (cf - 0.1, cf + 0.1):
+                assert not drops_agree(uniform, *predicted_drops(256, 8, 2, wrong)), (cf, wrong)
+
+
+def test_drops_agree_allows_half_a_count_where_the_spread_is_zero():
+    assert drops_agree(1024, 1024.0000004, 0.0)
+    assert not drops_agree(1025, 1024.0, 0.0)
+    assert drops_agree(100, 88.3, 12.6) and not drops_agree(130, 88.3, 12.6)
 
 
 @pytest.mark.parametrize("kwargs, message", [

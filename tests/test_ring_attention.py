@@ -44,6 +44,20 @@ def _check_formulas(values, n, cases=CASES):
 def test_equals_full_attention_and_formulas(world_size):
     values = run(ra_runs.check_ring_attention, world_size, CASES, quiet=True)
     _check_formulas(values, world_size)
+    for c in range(len(CASES)):  # the chapter's table says so too
+        assert ra_runs.layer_report([v[c] for v in values])[1]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_textbook_attention_keeps_the_s_by_s_probabilities(causal):
+    """One process: textbook attention keeps b·a·s² probabilities (+ an s² bool mask when
+    causal) and q, k, v; ring attention with one block keeps n times one rank's share."""
+    case = dict(batch=1, heads=2, seq_len=32, head_dim=8, causal=causal, dtype="float32", seed=0)
+    per_rank = ra.predicted_saved_bytes(1, 2, 32, 8, 4)
+    assert ra.predicted_naive_saved_bytes(1, 2, 32, 8, causal) == \
+        2 * 32 * 32 * 4 + (32 * 32 if causal else 0) + 3 * 2 * 32 * 8 * 4
+    assert ra_runs.memory_report(case, per_rank, 4)[1]
+    assert not ra_runs.memory_report(case, per_rank + 4, 4)[1]  # a wrong count is caught
 
 
 def test_rings_on_subgroups_are_independent():

@@ -14,7 +14,8 @@ from playground.zero_memory import (PAPER_TABLE_1, RECIPES, comm_elements, exact
                                     paper_table, predicted)
 from playground.zero_reference import (differences_from_plain, plain_parameters,
                                        reference_parameters, ring_order_sum)
-from playground.zero_runs import check_variants, launch, predicted_sent_bytes, unit_numels
+from playground.zero_runs import (check_variants, launch, predicted_messages, predicted_sent_bytes,
+                                  state_report, traffic_report, unit_numels)
 
 CFG = ModelConfig()
 PSI = CFG.param_count()
@@ -34,7 +35,8 @@ def runs():
 def _key_bias_mask():
     """True for the attention key biases: softmax ignores a constant added to every score, so
     their true gradient is exactly 0 and what backward computes is rounding noise (~1e-9),
-    which Adam scales up to ±lr steps whose sign depends on the order of summation."""
+    which Adam, dividing by sqrt(v) + eps ~ 1e-9 + 1e-8, turns into steps of a sizeable
+    fraction of lr whose sign depends on the order of summation."""
     mask = []
     for name, p in build_model(CFG).named_parameters():
         mask += [name.endswith("attn.wk.bias")] * p.numel()
@@ -270,6 +272,7 @@ def test_measured_model_states_equal_prediction(runs, n):
             held = result[("zero", stage, precision)]["state_bytes"]
             assert held == exact_bytes(numels, n, stage, rank, precision)
             assert abs(held["total"] - formula["total"]) / formula["total"] < 0.01
+    assert state_report(runs[n], CFG, "fp32")[1] and state_report(runs[n], CFG, "mixed")[1]
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
@@ -279,10 +282,23 @@ def test_bytes_moved_per_step(runs, n):
         for rank, result in enumerate(runs[n]):
             sent = result[("zero", stage, precision)]["sent_bytes"]
             assert sent == [predicted_sent_bytes(numels, n, stage, precision, rank)] * STEPS
+            assert result[("zero", stage, precision)]["messages"] == \
+                [predicted_messages(numels, n, stage, precision, rank)] * STEPS
     if n in (2, 4):  # every unit divides evenly: exactly (N-1)/N · {2, 3}Ψ elements of 2 bytes
         for stage, factor in ((0, 2), (1, 2), (2, 2), (3, 3)):
             sent = runs[n][0][("zero", stage, "mixed")]["sent_bytes"][0]
             assert sent == factor * PSI * 2 * (n - 1) // n
+        assert f"= {2.0:.2f} Psi elements x (N_d-1)/N_d x 2 B" in traffic_report(runs[n], CFG)
+
+
+def test_messages_per_step():
+    """Each unit's ring reduce-scatter and all-gather take N_d - 1 steps of one message (chunks
+    under 1 MiB); stage 3 gathers twice: 6 units x 2 x 3 = 36 messages on 4 ranks, 54 in stage 3."""
+    numels = unit_numels(CFG)
+    assert len(numels) == 6
+    assert [predicted_messages(numels, 4, s, "mixed") for s in range(4)] == [36, 36, 36, 54]
+    # a 3 MiB unit on 2 ranks: chunks of 1.5 MiB travel as 2 segments each
+    assert predicted_messages([3 * 2 ** 20 // 4], 2, 0, "fp32") == 2 * 2
 
 
 # ----------------------------------------------------------------------------- activations, widget

@@ -92,7 +92,8 @@ def systems_map_figure():
                   "EP": "all-to-all of routed tokens · inside a node"}
     fill = {"R": ("#dddddd", "replicated"), "S": (COLORS[2], "sharded ÷ n"),
             "P": ("#9fd8c4", "matrices sharded,\nnorms replicated"),
-            "L": (COLORS[5], "split by layer")}
+            "L": (COLORS[5], "split by layer"),
+            "B": ("#f3e3b5", "per micro-batch\n(not ÷ n)")}
     kinds = ["parameters", "gradients", "optimizer", "activations"]
     rows = list(STATE_LAYOUT)
     fig, ax = new_figure(width=11.5, height=4.6)
