@@ -10,7 +10,8 @@ a function of its own so that a step-time model can reuse it:
 * Memory: the ZeRO model-state formulas (Rajbhandari et al. 2020) and Korthikanti et al.'s (2022)
   activation bytes per layer for each recompute setting.
 * Forced parallelism: the smallest TP x PP (TP inside one node) whose model states plus
-  activations fit in the GPU's memory, and the data-parallel degree that remains.
+  activations fit in the GPU's usable memory (HBM less ``MEMORY_RESERVE``), and the data-parallel
+  degree that remains.
 """
 
 from __future__ import annotations
@@ -18,18 +19,22 @@ from __future__ import annotations
 import math
 
 from playground import hardware, zero_memory
-from playground.published_runs import MAX_REPORTED_MFU
+from playground.published_runs import HIGHEST_PUBLISHED_MFU, MAX_REPORTED_MFU
 from playground.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
 
 __all__ = ["plan", "PlanError", "model_state_bytes", "activation_bytes_per_layer",
            "megatron_flops_per_iteration", "flops_per_token", "forced_parallelism",
-           "infer_architecture", "per_gpu_memory", "report", "DEFAULT_MFU", "main"]
+           "infer_architecture", "per_gpu_memory", "usable_memory_bytes", "report", "DEFAULT_MFU",
+           "MEMORY_RESERVE", "main"]
 
 RECOMPUTE = ("none", "selective", "full")
 DEFAULT_MFU = 0.40          # used only when neither --mfu nor --achieved-tflops is given; said so
 DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4M, GPT-3/Llama-2 scale)
 DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 2048, 50257
 MAX_LAYERS = 10_000  # 100x the deepest published LLMs; the layout search tries every PP up to it
+# Share of HBM a plan leaves free for what the formulas do not count: the CUDA context and cuBLAS
+# workspace, NCCL buffers, allocator fragmentation, and the last stage's logits and loss.
+MEMORY_RESERVE = 0.10
 
 
 class PlanError(ValueError):
@@ -86,24 +91,35 @@ def model_state_bytes(params: float, dp: int = 1, zero_stage: int = 0,
 
 def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, heads: int,
                                recompute: str = "none", tp: int = 1, dropout: bool = True,
-                               flash_attention: bool = False) -> float:
+                               flash_attention: bool = False, sequence_parallel: bool = True) -> float:
     """Activation bytes one transformer layer keeps for backward (Korthikanti et al. 2022).
 
-    16-bit activations, 1-byte dropout masks, tensor parallelism of degree ``tp`` with sequence
-    parallelism: s b h (34 + 5 a s / h) / t with no recomputation, 34 s b h / t with selective
-    recomputation (the a s^2 b attention scores are recomputed), 2 s b h / t with full
-    recomputation (only the layer's input is kept).  Without dropout the two s b h masks go
-    (34 -> 32) and the scores cost 2 a s^2 b instead of 5; a fused (flash) attention kernel keeps
-    no scores at all, only a 4-byte log-sum-exp per row (4 a s b).
+    16-bit activations, 1-byte dropout masks, tensor parallelism of degree ``tp``.  With sequence
+    parallelism every saved tensor is split over the t ranks: s b h (34 + 5 a s / h) / t with no
+    recomputation, 34 s b h / t with selective recomputation (the a s^2 b attention scores are
+    recomputed), 2 s b h / t with full recomputation (only the layer's input is kept).  Without
+    sequence parallelism the LayerNorm and dropout regions stay replicated on every TP rank:
+    s b h (10 + 24 / t + 5 a s / (h t)), s b h (10 + 24 / t) selective, and the full layer input
+    2 s b h with full recomputation.  Without dropout the two s b h masks (replicated without SP)
+    go (34 -> 32, 10 -> 8) and the scores cost 2 a s^2 b instead of 5; a fused (flash) attention
+    kernel keeps no scores at all, only a 4-byte log-sum-exp per row (4 a s b).
     """
     s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
     if recompute == "full":
-        return 2 * s * b * h / t
-    per_token = 34 * s * b * h if dropout else 32 * s * b * h
+        return 2 * s * b * h / (t if sequence_parallel else 1)
+    if sequence_parallel:
+        per_token = (34 if dropout else 32) * s * b * h / t
+    else:  # Korthikanti et al. Eq. 2: 10 s b h replicated (LayerNorms, their outputs, dropout masks)
+        per_token = (10 if dropout else 8) * s * b * h + 24 * s * b * h / t
     if recompute == "selective":
-        return per_token / t
+        return per_token
     scores = 4 * a * s * b if flash_attention else (5 if dropout else 2) * a * s * s * b
-    return (per_token + scores) / t
+    return per_token + scores / t
+
+
+def usable_memory_bytes(gpu) -> float:
+    """The bytes of HBM a plan may fill: the capacity less ``MEMORY_RESERVE`` of it."""
+    return gpu.hbm_bytes * (1 - MEMORY_RESERVE)
 
 
 def infer_architecture(params: float, seq_len: int = DEFAULT_SEQ_LEN, vocab: int = DEFAULT_VOCAB) -> dict:
@@ -137,7 +153,8 @@ def forced_parallelism(params: float, arch: dict, gpu, gpus: int | None = None,
 
     TP must divide the heads and stay within ``gpu.gpus_per_node``; PP is at most the layers
     (the first stage takes ceil(l / PP) of them); with ``gpus`` given, TP x PP must divide it and
-    DP = gpus / (TP x PP).  "Fits" means model states plus activations within the HBM capacity.
+    DP = gpus / (TP x PP).  "Fits" means model states plus activations within the usable memory,
+    ``usable_memory_bytes`` (HBM less ``MEMORY_RESERVE``).
     ``fits`` is False (and the most sharded layout tried is reported) when nothing fits.
     """
     spec = hardware.gpu(gpu)
@@ -151,7 +168,7 @@ def forced_parallelism(params: float, arch: dict, gpu, gpus: int | None = None,
         mem = per_gpu_memory(params, arch, t, p, dp, zero_stage, recompute, micro_batch,
                               optimizer_bytes_per_param)
         last = {"dp": dp, "tp": t, "pp": p, "zero_stage": zero_stage, "fits": False, "memory": mem}
-        if mem["total"] <= spec.hbm_bytes:
+        if mem["total"] <= usable_memory_bytes(spec):
             last["fits"] = True
             return last
     if last is None:  # no layout divides the GPU count
@@ -273,19 +290,21 @@ def plan(params=None, active_params=None, tokens=None, compute=None, layers=None
     mem = par.pop("memory")
     memory = {"model_states": mem["model_states"], "model_state_parts": mem["model_state_parts"],
               "activations": mem["activations"], "total": mem["total"], "capacity": spec.hbm_bytes,
-              "fits": par["fits"]}
+              "usable": usable_memory_bytes(spec), "fits": par["fits"]}
 
     # fantasy-plan warnings
     if mfu_out > MAX_REPORTED_MFU:
-        warnings.append(f"MFU {mfu_out:.2f} is above what any published large run reached "
-                        f"(~{MAX_REPORTED_MFU:.2f}); published runs reach 0.3-0.5")
+        warnings.append(f"MFU {mfu_out:.2f} is above {MAX_REPORTED_MFU:.2f}, more than any published large run "
+                        f"reached (the highest among the replayed runs is {HIGHEST_PUBLISHED_MFU:.2f}; "
+                        f"Megatron-LM's 0.52 counts recomputation, i.e. HFU)")
     if D < TOKENS_PER_PARAM / 2 * N_active:
         warnings.append(f"{D / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
                         f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "
                         f"on {opt_D / 1e9:.3g}B tokens")
     if not par["fits"]:
         warnings.append(f"nothing fits: even TP={par['tp']} x PP={par['pp']} needs "
-                        f"{mem['total'] / 1e9:.1f} GB per GPU, the {spec.name} has {spec.hbm_bytes / 1e9:.0f} GB")
+                        f"{mem['total'] / 1e9:.1f} GB per GPU, the {spec.name} has {spec.hbm_bytes / 1e9:.0f} GB "
+                        f"({usable_memory_bytes(spec) / 1e9:.0f} GB usable)")
     sequences_per_step = batch_tokens / arch["seq_len"]
     if par["fits"] and sequences_per_step < par["dp"] * k["micro_batch_size"]:
         warnings.append(f"global batch of {sequences_per_step:g} sequences is smaller than DP={par['dp']} "

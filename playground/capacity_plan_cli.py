@@ -101,7 +101,7 @@ def report(p: dict) -> str:
         + (f" = {p['days']:.1f} days on {p['gpus']:,} GPUs" if p["days"] is not None else "")
         + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else ""),
         f"memory     {m['model_states'] / 1e9:.1f} GB states + {m['activations'] / 1e9:.1f} GB activations = "
-        f"{m['total'] / 1e9:.1f} GB of {m['capacity'] / 1e9:.0f} GB per GPU",
+        f"{m['total'] / 1e9:.1f} GB of {m['usable'] / 1e9:.0f} GB usable ({m['capacity'] / 1e9:.0f} GB HBM) per GPU",
         f"layout     TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"
         + ("" if par["fits"] else "  (does NOT fit)"),
     ]

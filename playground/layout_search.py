@@ -1,16 +1,20 @@
 """Which layout would a careful engineer pick?  Enumerate, keep what fits, rank by predicted speed.
 
-``search(model, cluster, gpus, ...)`` tries every TP x PP x DP = ``gpus`` with TP dividing the
-heads, PP at most the layers, each micro-batch size in ``micro_batches`` and each number of
-virtual stages in ``vpps`` that the schedule allows; drops the layouts whose memory does not fit
-in the GPU (``step_costs.memory_per_gpu``); ranks the rest by predicted tokens per second with
+``search(model, cluster, gpus, ...)`` tries every TP x PP x DP = ``gpus`` that Megatron-LM can run:
+TP dividing the heads, d b dividing the global batch B, PP x VPP dividing the layers (every model
+chunk the same number of layers), and for the interleaved schedule (VPP > 1) PP > 2 and PP dividing
+the m = B / (d b) micro-batches (Megatron-LM's own checks), for each micro-batch size in
+``micro_batches`` and each number of virtual stages in ``vpps``; drops the layouts whose memory
+does not fit in the GPU's usable memory (``step_costs.memory_per_gpu``,
+``capacity_plan.usable_memory_bytes``); ranks the rest by predicted tokens per second with
 ``step_time.predict``; and says why the best few win (their largest overheads) and why the
-common mistakes lose (``explain``).
+common mistakes lose (``explain``).  ``step_time.predict`` itself also accepts uneven stages
+(DeepSpeed's pipeline engine, which BLOOM used, runs them); the search does not propose them.
 """
 
 from __future__ import annotations
 
-from playground.capacity_plan import PlanError
+from playground.capacity_plan import PlanError, usable_memory_bytes
 from playground.step_costs import Cluster, Layout, Model, memory_per_gpu
 from playground.step_time import predict
 
@@ -24,13 +28,14 @@ def _divisors(n: int) -> list[int]:
 
 def candidate_layouts(model: Model, gpus: int, global_batch: int, micro_batches=(1, 2, 4, 8),
                       vpps=(1, 2, 4), **common) -> list[Layout]:
-    """Every layout that can run at all (memory not yet checked)."""
+    """Every layout Megatron-LM can run (memory not yet checked): t divides the heads, d b divides
+    the batch, p v divides the layers, and with v > 1, p > 2 and p divides the micro-batches."""
     out = []
     for tp in _divisors(gpus):
         if model.heads % tp:
             continue
         for pp in _divisors(gpus // tp):
-            if pp > model.layers:
+            if model.layers % pp:
                 continue
             dp = gpus // (tp * pp)
             for b in micro_batches:
@@ -38,7 +43,7 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int, micro_batches=
                     continue
                 m = global_batch // (dp * b)
                 for v in vpps:
-                    if v > 1 and (pp == 1 or m % pp or pp * v > model.layers):
+                    if model.layers % (pp * v) or (v > 1 and (pp <= 2 or m % pp)):
                         continue
                     out.append(Layout(tp, pp, dp, b, global_batch, v, **common))
     return out
@@ -69,10 +74,10 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
     layouts = candidate_layouts(model, gpus, global_batch, micro_batches, vpps, **common)
     if not layouts:
         raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "
-                        f"with TP dividing the {model.heads} heads")
+                        f"with TP dividing the {model.heads} heads and PP dividing the {model.layers} layers")
     fits, too_big = [], 0
     for lay in layouts:
-        if memory_per_gpu(model, lay)["total"] > cluster.gpu.hbm_bytes:
+        if memory_per_gpu(model, lay)["total"] > usable_memory_bytes(cluster.gpu):
             too_big += 1
             continue
         fits.append(predict(model, cluster, lay))
@@ -81,6 +86,7 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
                                                    "mfu", "fractions", "links", "memory")},
                "why": explain(r)} for i, r in enumerate(fits[:top])]
     return {"gpus": gpus, "gpu": cluster.gpu.name, "global_batch": global_batch,
+            "usable_bytes": usable_memory_bytes(cluster.gpu),
             "considered": len(layouts), "too_big": too_big, "fit": len(fits), "ranked": ranked,
             "slowest_that_fits": ({"layout": fits[-1]["layout"], "tokens_per_s": fits[-1]["tokens_per_s"],
                                    "why": explain(fits[-1])} if fits else None)}

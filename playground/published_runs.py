@@ -9,16 +9,27 @@ Each ``PublishedRun`` keeps three kinds of fact apart:
 * ``throughput_source``: whether that throughput was *reported* by the authors, or *assumed*
   because they did not report one (then the planner's default MFU of 0.40 is used and said so).
 
-``compare`` names the published number the planner is held to (within 1.5x, see the tests).
-A run whose authors published no time (GPT-3, Chinchilla) is compared on FLOPs only.  TPU runs are
-planned on the TPU's row of the hardware table, and their "GPU-hours" are chip-hours.
+``compare`` names the published number the planner is held to (within 1.5x, see the tests), and
+``kind`` says what agreement with it would show:
+
+* ``"measured"``: an independent check of the time arithmetic: the published time was measured
+  over the whole run, and the planner's throughput input is not derived from it;
+* ``"consistency"``: the published time and the throughput the planner is given come from the
+  same arithmetic (Megatron-LM's 84 days are its own projection 8TP/(nX) from the measured
+  163 TFLOP/s; LLaMA 65B's GPU-hours and its 380 tokens/s per GPU describe the same run), so
+  agreement only checks that the planner counts FLOPs the same way;
+* ``"flops"``: the authors published no time (GPT-3, Chinchilla); only the FLOP total is compared.
+
+TPU runs are planned on the TPU's row of the hardware table, and their "GPU-hours" are chip-hours.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["PublishedRun", "PUBLISHED_RUNS", "published_run", "MAX_REPORTED_MFU"]
+__all__ = ["PublishedRun", "PUBLISHED_RUNS", "published_run", "MAX_REPORTED_MFU", "HIGHEST_PUBLISHED_MFU", "KINDS"]
+
+KINDS = ("measured", "consistency", "flops")
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,7 @@ class PublishedRun:
     note: str                  # where each number sits in the source, and caveats
     outlier: str = ""          # non-empty: why the planner is known to miss this run by > 1.5x
     extra: dict = field(default_factory=dict)
+    kind: str = "measured"     # one of KINDS: what agreement with the published number shows
 
 
 PUBLISHED_RUNS = (
@@ -39,12 +51,12 @@ PUBLISHED_RUNS = (
         "GPT-3 175B", "brown2020gpt3", {"total_flops": 3.14e23}, "total_flops",
         dict(params=175.0e9, tokens=300e9), "n/a",
         "Brown et al. Table D.1: 3.14e23 training FLOPs (3.64e3 PF-days), 300B tokens (Table 2.2); "
-        "trained on V100s, outside the hardware table, so only FLOPs are compared."),
+        "trained on V100s, outside the hardware table, so only FLOPs are compared.", kind="flops"),
     PublishedRun(
         "Chinchilla 70B", "hoffmann2022chinchilla", {"total_flops": 5.76e23}, "total_flops",
         dict(params=70e9, tokens=1.4e12), "n/a",
         "Hoffmann et al.: Chinchilla (70B, 1.4T tokens) uses Gopher's budget of 5.76e23 FLOPs; "
-        "TPUv3/v4, so only FLOPs are compared."),
+        "TPUv3/v4, so only FLOPs are compared.", kind="flops"),
     PublishedRun(
         "Gopher 280B", "rae2021gopher", {"gpu_hours": 4096 * 920, "total_flops": 6.31e23}, "gpu_hours",
         dict(params=280e9, tokens=300e9, gpu="TPUv3", gpus=4096, mfu=0.325, recompute="full",
@@ -74,7 +86,9 @@ PUBLISHED_RUNS = (
         "reported",
         "Narayanan et al. Table 1: 1008B parameters, 3072 A100s, batch 3072, 163 TFLOP/s per GPU "
         "(counted with full recomputation, Eq. 3); Sec. 5.1 estimates 84 days for 450B tokens. "
-        "That published figure is itself a prediction from 8TP/(nX), not a finished run."),
+        "That published figure is itself a prediction from 8TP/(nX), not a finished run: the "
+        "planner's agreement with it is an identity (Eq. 3 against its approximation 8TP), not a check.",
+        kind="consistency"),
     PublishedRun(
         "OPT-175B", "zhang2022opt", {"gpu_hours": 809_472}, "gpu_hours",
         dict(params=175e9, tokens=180e9, gpu="A100-80GB", gpus=992, achieved_tflops=147,
@@ -90,21 +104,26 @@ PUBLISHED_RUNS = (
         extra={"gpu_hours_cite": "touvron2023llama"}),
     PublishedRun(
         "BLOOM 176B", "workshop2022bloom", {"gpu_hours": 1_082_990}, "gpu_hours",
-        dict(params=176.247e9, tokens=366e9, gpu="A100-80GB", gpus=384, achieved_tflops=156,
-             recompute="full", zero_stage=1, layers=70, hidden=14336, heads=112, vocab=250680,
+        dict(params=176.247e9, tokens=366e9, gpu="A100-80GB", gpus=384, achieved_tflops=149.77,
+             recompute="full", zero_stage=1, layers=70, hidden=14336, heads=112, vocab=250880,
              seq_len=2048, global_batch_tokens=2048 * 2048),
         "reported",
         "BigScience Workshop (2022): 384 A100-80GB for about 3.5 months, 1,082,990 compute hours, "
-        "366B tokens, 156 TFLOP/s per GPU as counted by Megatron-DeepSpeed with activation "
-        "checkpointing (so replayed with full recomputation), ZeRO stage 1; 70 layers, "
-        "h=14336, 112 heads, vocabulary 250,680."),
+        "366B tokens, ZeRO stage 1; 70 layers, h=14336, 112 heads. Throughput: the achieved 149.77 "
+        "TFLOP/s per GPU of the tr11 training log (iteration 85376, the same number the step-time "
+        "chapter uses), counted by Megatron-DeepSpeed with activation checkpointing (so replayed "
+        "with full recomputation) and the vocabulary padded to 250,880 (so replayed with it); the "
+        "paper's 156 TFLOP/s is its fastest configuration, not the run's average.",
+        extra={"tflops_cite": "bigscience2022tr11"}),
     PublishedRun(
         "LLaMA 65B", "touvron2023llama", {"gpu_hours": 1_022_362}, "gpu_hours",
         dict(params=65.2e9, tokens=1.4e12, gpu="A100-80GB", gpus=2048,
              achieved_tflops=6 * 65.2e9 * 380 / 1e12, global_batch_tokens=4e6),
         "reported",
         "Touvron et al. (2023): 380 tokens/s/GPU on 2048 A100-80GB (about 21 days for 1.4T "
-        "tokens), i.e. 6 N x 380 = 149 TFLOP/s; Table 15: 1,022,362 GPU-hours."),
+        "tokens), i.e. 6 N x 380 = 149 TFLOP/s; Table 15: 1,022,362 GPU-hours. Both numbers "
+        "describe the same run, so the planner reproducing one from the other is a consistency check.",
+        kind="consistency"),
     PublishedRun(
         "Llama 2 7B", "touvron2023llama2", {"gpu_hours": 184_320}, "gpu_hours",
         dict(params=7e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6),
@@ -154,11 +173,17 @@ PUBLISHED_RUNS = (
         "slower NVLink, so it is planned as an H100 (ZeRO-1 data parallelism, 61 layers, h=7168, 128 heads, 4K "
         "sequences, recomputation of norms and up-projections, i.e. selective, as in the paper; "
         "expert parallelism is not modelled, so memory is a rough bound). No MFU is reported (and "
-        "GEMMs ran in FP8): the planner's default 0.40 of BF16 peak is assumed."),
+        "GEMMs ran in FP8): the planner's default 0.40 of BF16 peak is assumed. The report states no "
+        "rollbacks and that the 2,664K hours exclude context extension, so a ratio above 1 says only "
+        "that its BF16-equivalent MFU was below the assumed 0.40."),
 )
 
-# The highest model-FLOPs utilization among the reported throughputs above (PaLM's 46.2% and
-# Megatron's 163/312 = 52% hardware utilization bracket it): a plan above it is a fantasy.
+# The highest model-FLOPs utilization a run above reports or implies: LLaMA 65B's 6 N x 380 tokens/s
+# per GPU = 149 TFLOP/s, 0.48 of an A100's 312 (OPT-175B's best-case 147 TFLOP/s is 0.47, PaLM's
+# 0.462 the highest stated as MFU; a test recomputes it).  Megatron-LM's 163/312 = 0.52 counts the
+# recomputed forward: it is hardware FLOPs utilization, not MFU.
+HIGHEST_PUBLISHED_MFU = 0.48
+# The planner flags a plan above this MFU as a fantasy: a margin above every published large run.
 MAX_REPORTED_MFU = 0.55
 
 

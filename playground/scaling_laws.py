@@ -4,8 +4,10 @@ Hoffmann et al. estimate the compute-optimal split of a FLOP budget C = 6 N D be
 and training tokens D three ways.  Their Approaches 1 and 2 agree that N_opt and D_opt both grow
 as C^0.50 (their Table 2); the tabulated Approach 1 allocations (their Table 3: 67B parameters and
 1.5T tokens at 5.76e23 FLOPs, 1T and 21.2T at 1.27e26) sit at about 20 tokens per parameter, and
-Chinchilla itself (70B parameters, 1.4T tokens) was sized that way.  ``chinchilla_optimal``
-therefore defaults to **Approach 1**: D = 20 N and C = 6 N D, i.e. N = sqrt(C / 120).
+Chinchilla itself (70B parameters, 1.4T tokens) was trained at that ratio.  ``chinchilla_optimal``
+therefore defaults to the **20 tokens per parameter rule**, a rounding of Approach 1 (not Approach 1
+itself): D = 20 N and C = 6 N D, i.e. N = sqrt(C / 120).  At 5.76e23 FLOPs it gives 69.3B on 1.39T,
+within 1% of the trained Chinchilla.
 
 Approach 3 fits a parametric loss L(N, D) = E + A / N^alpha + B / D^beta (their Eq. 10, fitted
 E = 1.69, A = 406.4, B = 410.7, alpha = 0.34, beta = 0.28); minimising it under C = 6 N D gives a
@@ -19,7 +21,7 @@ import math
 
 __all__ = ["chinchilla_optimal", "chinchilla_loss", "LOSS_FIT", "TOKENS_PER_PARAM"]
 
-TOKENS_PER_PARAM = 20.0  # Approach 1 (Table 3 of Hoffmann et al.): D_opt ~ 20 N_opt
+TOKENS_PER_PARAM = 20.0  # the rounding of Approach 1 (Table 3 of Hoffmann et al.): D_opt ~ 20 N_opt
 LOSS_FIT = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}  # Approach 3, Eq. 10
 
 
@@ -33,7 +35,7 @@ def _positive(name: str, value) -> float:
 def chinchilla_optimal(compute: float, approach: int = 1) -> tuple[float, float]:
     """(params, tokens) that spend ``compute`` FLOPs (= 6 N D) compute-optimally.
 
-    ``approach=1``: D = 20 N (Hoffmann et al. Approach 1, N and D both ~ C^0.50).
+    ``approach=1``: D = 20 N, the rounding of Hoffmann et al.'s Approach 1 (N and D both ~ C^0.50).
     ``approach=3``: minimise the fitted ``chinchilla_loss`` under 6 N D = C (their Eq. 4).
     """
     c = _positive("compute", compute)

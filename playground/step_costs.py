@@ -236,37 +236,43 @@ def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficienc
     return 2 * (n - 1) * eff.latency_s + 2 * (n - 1) / n * size_bytes / (eff.link * bytes_per_s)
 
 
-def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
-    if layout.tp <= cluster.gpus_per_node:
+# Ranks are numbered TP fastest, then DP, then PP (Megatron's order), so every group of one kind
+# spans a block of consecutive ranks: ``span`` of them (TP: t; DP: t d; PP: t d p).  All those
+# blocks stay inside nodes only when the span divides the GPUs per node (t = 3 on 8-GPU nodes puts
+# ranks 6-8 in one group, across two nodes) or the whole job fits in one node.
+def _link(span: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    if layout.gpus <= cluster.gpus_per_node or cluster.gpus_per_node % span == 0:
         return "nvlink", cluster.nvlink_bytes_per_s
     return "network", cluster.network_bytes_per_s
+
+
+def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    return _link(layout.tp, layout, cluster)
 
 
 def data_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
-    # ranks are laid out TP fastest, then DP, then PP (Megatron's order)
-    if layout.tp * layout.dp <= cluster.gpus_per_node:
-        return "nvlink", cluster.nvlink_bytes_per_s
-    return "network", cluster.network_bytes_per_s
+    return _link(layout.tp * layout.dp, layout, cluster)
 
 
 def pipeline_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
-    if layout.tp * layout.dp * layout.pp <= cluster.gpus_per_node:
-        return "nvlink", cluster.nvlink_bytes_per_s
-    return "network", cluster.network_bytes_per_s
+    return _link(layout.tp * layout.dp * layout.pp, layout, cluster)
 
 
 # ----------------------------------------------------------------------------- memory
 def memory_per_gpu(model: Model, layout: Layout) -> dict:
     """Bytes per GPU with the capacity planner's formulas: ZeRO model states of the stage's share
-    of parameters, and Korthikanti et al.'s activations per layer for the micro-batches a stage
-    holds in flight (1F1B: min(p, m); the first stage is the fullest)."""
+    of parameters, and Korthikanti et al.'s activations per layer (with or without sequence
+    parallelism, as the layout says) for the micro-batches a stage holds in flight (1F1B:
+    min(p, m); the first stage is the fullest).  ``usable`` is the HBM a layout may fill
+    (``capacity_plan.usable_memory_bytes``); the caller compares ``total`` with it."""
     p, t = layout.pp, layout.tp
     stage_layers = math.ceil(model.layers / p)
     states = capacity_plan.model_state_bytes(model.param_count * stage_layers / model.layers / t,
                                              layout.dp, layout.zero_stage)
     per_layer = capacity_plan.activation_bytes_per_layer(model.seq_len, layout.micro_batch, model.hidden,
                                                          model.heads, layout.recompute, t,
-                                                         flash_attention=layout.flash_attention)
+                                                         flash_attention=layout.flash_attention,
+                                                         sequence_parallel=layout.sequence_parallel)
     in_flight = min(p, layout.micro_batches) * (1 + (p - 1) / (p * layout.vpp) if layout.vpp > 1 else 1)
     acts = stage_layers * in_flight * per_layer
     return {"model_states": states["total"], "activations": acts, "total": states["total"] + acts}

@@ -11,7 +11,8 @@
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
-  link TP rides: NVLink while TP fits in a node, the network once it does not.
+  link TP rides: NVLink when the TP group's size divides the GPUs per node (so every group sits in
+  one node), the network otherwise.
 * **pipeline point-to-point**: one activation per micro-batch and virtual stage each way.
 * **data-parallel** gradient reduction (ZeRO 3 adds parameter all-gathers every micro-batch), of
   which at most the last micro-batch's backward can hide it when overlap is on.
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+
+from playground.capacity_plan import usable_memory_bytes
 
 from playground.step_costs import (  # noqa: F401  (re-exported: the model's public names live here too)
     BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allreduce_time, check_layout, data_parallel_link,
@@ -118,7 +121,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         / (fwd["gemm"] * gpu.peak_bf16_flops),
         "links": {"tp": tp_link, "dp": dp_link, "pp": pp_link},
         "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp, "useful_compute_s": useful,
-        "memory": {**mem, "capacity": gpu.hbm_bytes, "fits": mem["total"] <= gpu.hbm_bytes},
+        "memory": {**mem, "capacity": gpu.hbm_bytes, "usable": usable_memory_bytes(gpu),
+                   "fits": mem["total"] <= usable_memory_bytes(gpu)},
         "layout": asdict(layout), "gpus": n, "gpu": gpu.name, "micro_batches": m,
         "stage_layers": stage_layers, "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,

@@ -123,7 +123,8 @@ def report(r: dict) -> str:
              f"{lay['micro_batch']} x {r['micro_batches']} on {r['gpus']} x {r['gpu']}",
              f"step     {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
              f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU, MFU {r['mfu']:.2f}",
-             f"memory   {r['memory']['total'] / 1e9:.1f} GB of {r['memory']['capacity'] / 1e9:.0f} GB"
+             f"memory   {r['memory']['total'] / 1e9:.1f} GB of {r['memory']['usable'] / 1e9:.0f} GB usable "
+             f"({r['memory']['capacity'] / 1e9:.0f} GB HBM)"
              + ("" if r["memory"]["fits"] else "  (does NOT fit)")]
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
     return "\n".join(lines)

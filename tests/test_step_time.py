@@ -11,10 +11,12 @@ import pytest
 
 from playground import capacity_plan, capacity_plan_cli
 from playground.capacity_plan import PlanError
-from playground.layout_search import search
+from playground.layout_search import candidate_layouts, search
 from playground.published_layouts import (ALL_LAYOUTS, BLOOM, IN_BAND, KORTHIKANTI_DP8, KORTHIKANTI_TABLE5, MTNLG,
                                          NARAYANAN_TABLE1, NARAYANAN_TABLE2, OTHER_LAYOUTS, OUTLIERS)
-from playground.step_costs import Cluster, Layout, Model, allreduce_time, flops_per_step
+from playground.capacity_plan import usable_memory_bytes
+from playground.step_costs import (Cluster, Layout, Model, allreduce_time, flops_per_step, memory_per_gpu,
+                                   tensor_parallel_link)
 from playground.step_time import predict
 
 A100 = Cluster.of("A100-80GB")
@@ -51,6 +53,15 @@ def test_rows_published_as_times_reproduce_the_sources_own_numbers():
 @pytest.mark.parametrize("row", IN_BAND, ids=lambda r: r.name)
 def test_predicted_tflops_within_20_percent_of_published(row):
     assert 0.8 <= published_ratio(row) <= 1.2
+
+
+def test_table1_stays_in_band_whatever_the_unstated_interleaving():
+    """Narayanan et al. ran Table 1 interleaved (Sec. 5.1) without stating v; the validation assumes
+    v = 1 for every row, and the pipelined rows stay inside the band at v = 2 as well, a little higher."""
+    for row in NARAYANAN_TABLE1[4:]:
+        v1 = published_ratio(row)
+        v2 = published_ratio(replace(row, layout=replace(row.layout, vpp=2)))
+        assert row.layout.vpp == 1 and v1 < v2 and 0.8 <= v1 <= 1.2 and 0.8 <= v2 <= 1.2, row.name
 
 
 @pytest.mark.parametrize("row", OUTLIERS, ids=lambda r: r.name)
@@ -97,6 +108,25 @@ def test_ring_allreduce_time():
     assert t == pytest.approx(14 * 10e-6 + 2 * 7 / 8 * 8e9 / (0.8 * 100e9))
 
 
+def test_tp_group_rides_nvlink_only_when_its_size_divides_the_node():
+    """Ranks are numbered TP first: with t = 3 or 6 on 8-GPU nodes some TP group straddles two nodes."""
+    links = {t: tensor_parallel_link(Layout(t, 1, 48 // t), A100)[0] for t in (1, 2, 3, 4, 6, 8, 16)}
+    assert links == {1: "nvlink", 2: "nvlink", 3: "network", 4: "nvlink", 6: "network", 8: "nvlink",
+                     16: "network"}
+    assert tensor_parallel_link(Layout(3, 1, 2), A100)[0] == "nvlink"  # 6 GPUs in all: one node
+
+
+def test_activation_memory_follows_the_layouts_sequence_parallelism():
+    """Without sequence parallelism a fully recomputed layer keeps its whole 2 s b h input on every TP
+    rank; with it, 1/t of it."""
+    lay = Layout(8, 8, 24, 1, 2304)
+    plain, sp = memory_per_gpu(GPT175, lay), memory_per_gpu(GPT175, replace(lay, sequence_parallel=True))
+    per_layer_input = 2 * 2048 * 1 * 12288
+    assert plain["activations"] == pytest.approx(10 * 8 * per_layer_input)  # 10 layers x 8 in flight
+    assert sp["activations"] == pytest.approx(plain["activations"] / 8)
+    assert plain["model_states"] == sp["model_states"]
+
+
 def test_tensor_parallelism_across_nodes_collapses_throughput():
     inside = predict(GPT175, A100, Layout(8, 8, 24, 1, 2304))
     across = predict(GPT175, A100, Layout(16, 4, 24, 1, 2304))
@@ -134,10 +164,23 @@ def test_search_ranks_layouts_that_fit_and_keeps_tp_in_a_node():
     assert s["fit"] > 0 and s["too_big"] > 0
     speeds = [r["tokens_per_s"] for r in s["ranked"]]
     assert speeds == sorted(speeds, reverse=True)
-    for r in s["ranked"]:
-        assert r["memory"]["total"] <= A100.gpu.hbm_bytes
-        assert r["layout"]["tp"] <= 8 and "compute" in r["why"]
+    for r in s["ranked"]:  # within the usable memory: HBM less the planner's reserve
+        assert r["memory"]["total"] <= usable_memory_bytes(A100.gpu) < A100.gpu.hbm_bytes
+        assert r["links"]["tp"] == "nvlink" and "compute" in r["why"]
     assert s["slowest_that_fits"]["layout"]["tp"] > 8  # what fits can still be slow
+
+
+def test_search_proposes_only_layouts_megatron_can_run():
+    """Megatron-LM needs every model chunk to hold the same layers (p v divides l) and, interleaved,
+    p > 2 and p dividing the micro-batches m = B / (d b)."""
+    layouts = candidate_layouts(GPT175, 1536, 2304)
+    assert Layout(8, 8, 24, 1, 2304) in layouts and Layout(8, 8, 24, 1, 2304, vpp=2) in layouts
+    for lay in layouts:
+        assert 80 % (lay.pp * lay.vpp) == 0 and 2304 % (lay.dp * lay.micro_batch) == 0
+        assert lay.vpp == 1 or (lay.pp > 2 and lay.micro_batches % lay.pp == 0)
+    assert Layout(8, 8, 24, 1, 2304, vpp=4) not in layouts   # 80 layers in 32 chunks: uneven
+    assert Layout(2, 64, 12, 1, 2304) not in layouts         # 80 layers on 64 stages: uneven
+    assert Layout(8, 2, 96, 1, 2304, vpp=2) not in layouts   # interleaving needs p > 2
 
 
 @pytest.mark.parametrize("layout,message", [

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from playground import hardware
-from playground.capacity_plan import per_gpu_memory, plan
+from playground.capacity_plan import MEMORY_RESERVE, per_gpu_memory, plan, usable_memory_bytes
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
 from playground.published_runs import PUBLISHED_RUNS
@@ -21,15 +21,18 @@ def plan_json(**kw) -> dict:
 
 
 def published_table() -> list[dict]:
-    """One row per published run: the published number, the planner's, and their ratio."""
+    """One row per published run: the published number, the planner's, their ratio, the kind of check
+    (``PublishedRun.kind``), and for a time the MFU the published time implies (planner MFU / ratio)."""
     rows = []
     for run in PUBLISHED_RUNS:
         p = plan_json(**run.plan_kwargs)
+        ratio = run.published[run.compare] / p[run.compare]
         rows.append({"run": run.name, "metric": run.compare, "published": run.published[run.compare],
-                     "planner": p[run.compare], "ratio": run.published[run.compare] / p[run.compare],
+                     "planner": p[run.compare], "ratio": ratio, "kind": run.kind,
                      "gpu": run.plan_kwargs.get("gpu", "-") if run.throughput_source != "n/a" else "-",
                      "gpus": run.plan_kwargs.get("gpus"), "throughput": run.throughput_source,
                      "mfu": p["mfu"] if run.throughput_source != "n/a" else None,
+                     "implied_mfu": p["mfu"] / ratio if run.kind != "flops" else None,
                      "cite": run.cite, "outlier": run.outlier})
     return rows
 
@@ -94,7 +97,9 @@ def memory_vs_zero_and_layout():
         ax.bar(np.array(stages) + (i - 1.5) * width, totals, width, color=COLORS[i],
                label=f"TP={tp} x PP={pp} (DP={1024 // (tp * pp)})")
     ax.axhline(hardware.gpu("H100").hbm_bytes / 1e9, color="black", lw=1.5)
-    ax.text(-0.45, hardware.gpu("H100").hbm_bytes / 1e9 * 1.15, "H100 HBM: 80 GB", fontsize=9)
+    ax.axhline(usable_memory_bytes(hardware.gpu("H100")) / 1e9, color="black", lw=1, ls="--")
+    ax.text(-0.45, hardware.gpu("H100").hbm_bytes / 1e9 * 1.15,
+            f"H100 HBM: 80 GB (dashed: {100 * (1 - MEMORY_RESERVE):.0f}% usable)", fontsize=9)
     ax.set_yscale("log")
     ax.set_xticks(stages, [f"ZeRO-{s}" for s in stages])
     ax.set_ylabel("GB per GPU (states + activations)")
@@ -110,11 +115,14 @@ def planner_vs_published():
     markers = {"total_flops": ("s", "total FLOPs"), "gpu_hours": ("o", "GPU-hours"), "days": ("^", "days")}
     ax.axvspan(1 / 1.5, 1.5, color="grey", alpha=0.2, label="within 1.5x")
     ax.axvline(1, color="black", lw=0.8)
-    for i, row in enumerate(rows):
+    for i, row in enumerate(rows):  # hollow: consistency or FLOP-only checks, not a measured time
         marker, _ = markers[row["metric"]]
-        ax.plot(row["ratio"], i, marker, ms=8, color=COLORS[3] if row["outlier"] else COLORS[0])
+        color = COLORS[3] if row["outlier"] else COLORS[0]
+        ax.plot(row["ratio"], i, marker, ms=8, color=color,
+                markerfacecolor=color if row["kind"] == "measured" else "none")
     for marker, label in markers.values():
         ax.plot([], [], marker, color=COLORS[0], label=label)
+    ax.plot([], [], "o", color=COLORS[0], markerfacecolor="none", label="consistency / FLOP-only check")
     ax.set_xscale("log")
     ax.set_xlim(0.4, 3)
     ax.set_xticks([0.5, 2 / 3, 1, 1.5, 2, 3], ["0.5", "0.67", "1", "1.5", "2", "3"])
@@ -142,8 +150,9 @@ def explorer_figure(params=70e9, tokens=1.4e12, gpus=1024, mfu=MFU, gpu="H100", 
         ax.barh(0, value / 1e9, left=left, color=color, label=label)
         left += value / 1e9
     ax.axvline(m["capacity"] / 1e9, color="black", lw=1.5)
+    ax.axvline(m["usable"] / 1e9, color="black", lw=1, ls="--")
     ax.set_yticks([])
-    ax.set_xlabel(f"GB per {p['gpu']} (black line: HBM)")
+    ax.set_xlabel(f"GB per {p['gpu']} (black line: HBM; dashed: usable, {100 * MEMORY_RESERVE:.0f}% reserved)")
     layout = f"TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"
     ax.set_title(f"{params / 1e9:.0f}B on {tokens / 1e12:.2g}T tokens, {gpus} GPUs at MFU {mfu:.2f}: "
                  f"{p['days']:.1f} days, {p['gpu_hours'] / 1e6:.2f}M GPU-hours\n{layout}"
