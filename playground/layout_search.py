@@ -6,7 +6,7 @@ chunk the same number of layers), and for the interleaved schedule (VPP > 1) PP 
 the m = B / (d b) micro-batches (Megatron-LM's own checks), for each micro-batch size in
 ``micro_batches`` and each number of virtual stages in ``vpps``; drops the layouts whose memory
 does not fit in the GPU's usable memory (``step_costs.memory_per_gpu``,
-``capacity_plan.usable_memory_bytes``); ranks the rest by predicted tokens per second with
+``capacity_memory.usable_memory_bytes``); ranks the rest by predicted tokens per second with
 ``step_time.predict``; and says why the best few win (their largest overheads) and why the
 common mistakes lose (``explain``).  ``step_time.predict`` itself also accepts uneven stages
 (DeepSpeed's pipeline engine, which BLOOM used, runs them); the search does not propose them.
@@ -14,7 +14,7 @@ common mistakes lose (``explain``).  ``step_time.predict`` itself also accepts u
 
 from __future__ import annotations
 
-from playground.capacity_plan import PlanError, usable_memory_bytes
+from playground.capacity_memory import PlanError, usable_memory_bytes
 from playground.step_costs import Cluster, Layout, Model, memory_per_gpu
 from playground.step_time import predict
 

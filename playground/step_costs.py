@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from playground import capacity_plan, hardware
-from playground.capacity_plan import PlanError
+from playground import capacity_memory, capacity_plan, hardware
+from playground.capacity_memory import PlanError
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
            "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "tensor_parallel_link",
@@ -264,12 +264,12 @@ def memory_per_gpu(model: Model, layout: Layout) -> dict:
     of parameters, and Korthikanti et al.'s activations per layer (with or without sequence
     parallelism, as the layout says) for the micro-batches a stage holds in flight (1F1B:
     min(p, m); the first stage is the fullest).  ``usable`` is the HBM a layout may fill
-    (``capacity_plan.usable_memory_bytes``); the caller compares ``total`` with it."""
+    (``capacity_memory.usable_memory_bytes``); the caller compares ``total`` with it."""
     p, t = layout.pp, layout.tp
     stage_layers = math.ceil(model.layers / p)
-    states = capacity_plan.model_state_bytes(model.param_count * stage_layers / model.layers / t,
+    states = capacity_memory.model_state_bytes(model.param_count * stage_layers / model.layers / t,
                                              layout.dp, layout.zero_stage)
-    per_layer = capacity_plan.activation_bytes_per_layer(model.seq_len, layout.micro_batch, model.hidden,
+    per_layer = capacity_memory.activation_bytes_per_layer(model.seq_len, layout.micro_batch, model.hidden,
                                                          model.heads, layout.recompute, t,
                                                          flash_attention=layout.flash_attention,
                                                          sequence_parallel=layout.sequence_parallel)

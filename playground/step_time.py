@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-from playground.capacity_plan import usable_memory_bytes
+from playground.capacity_memory import usable_memory_bytes
 
 from playground.step_costs import (  # noqa: F401  (re-exported: the model's public names live here too)
     BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allreduce_time, check_layout, data_parallel_link,

@@ -7,7 +7,8 @@ import json
 import numpy as np
 
 from playground import hardware
-from playground.capacity_plan import MEMORY_RESERVE, per_gpu_memory, plan, usable_memory_bytes
+from playground.capacity_memory import MEMORY_RESERVE, per_gpu_memory, usable_memory_bytes
+from playground.capacity_plan import plan
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
 from playground.published_runs import PUBLISHED_RUNS
