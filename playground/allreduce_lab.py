@@ -6,7 +6,10 @@ Rank functions (run them with ``playground.launch.run``):
   ``playground.comm``, result checked against ``dist.all_reduce``.
 * ``time_all_reduces``: median wall time of each algorithm per message size, warmed up, with
   the algorithms interleaved round by round (so drifting load hits them all alike), each sample
-  the slowest rank's time; plus, optionally, the α-β-γ calibration of ``cost_model``.
+  the slowest rank's time; plus, optionally, the α-β-γ calibration of ``cost_model`` and
+  ``tiny_all_reduces``.
+* ``tiny_all_reduces``: each algorithm on 2..n ranks with 4-byte messages, where only latency
+  counts; ``ring_step_s`` turns the ring's time into what one step costs, to set beside α.
 
 Bandwidths follow nccl-tests: algbw = S / t, busbw = algbw · 2(n-1)/n for an all-reduce.
 """
@@ -25,8 +28,8 @@ from playground.allreduce_baselines import (parameter_server_all_reduce,
 from playground.launch import device
 from playground.ring import ring_all_reduce
 
-__all__ = ["ALL_REDUCES", "count_bytes", "time_all_reduces", "busbw_gb_s", "MB", "usable_cores",
-           "cost_explorer", "quartiles"]
+__all__ = ["ALL_REDUCES", "count_bytes", "time_all_reduces", "tiny_all_reduces", "ring_step_s",
+           "busbw_gb_s", "MB", "usable_cores", "cost_explorer", "quartiles"]
 
 MB = 2 ** 20
 
@@ -103,6 +106,12 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
     return q1, med, q3
 
 
+def _check_rounds(repeats, warmup):
+    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+
+
 def _sync():
     if device().type == "cuda":
         torch.cuda.synchronize()
@@ -117,16 +126,15 @@ def time_all_reduces(rank: int, world_size: int, sizes_bytes: list[int],
     the algorithms in an order rotated by i.  A sample is the slowest rank's time between a
     barrier and the end of the call.  Returns {"times": {size: {algorithm: {median_s, p25_s,
     p75_s, spread, busbw_gb_s}}}, "world_size": n, ...} and, with ``calibrate``, the fitted
-    α-β-γ model under "alpha_beta" with the ping-pong data under "ping_pong".
+    α-β-γ model under "alpha_beta" with the ping-pong data under "ping_pong", and
+    ``tiny_all_reduces`` of the same algorithms under "tiny".
     """
     chosen = _pick(algorithms)
     bad = [s for s in sizes_bytes
            if isinstance(s, bool) or not isinstance(s, int) or s < 4 or s % 4]
     if bad:  # the tensors are float32: any other size would be timed as a different one
         raise ValueError(f"sizes_bytes must be positive multiples of 4 (float32), got {bad}")
-    for name, value, least in (("repeats", repeats, 1), ("warmup", warmup, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    _check_rounds(repeats, warmup)
     names = list(chosen)
     samples = torch.zeros(len(sizes_bytes), len(names), repeats, dtype=torch.float64)
     for i, size in enumerate(sizes_bytes):
@@ -147,7 +155,7 @@ def time_all_reduces(rank: int, world_size: int, sizes_bytes: list[int],
                 chosen[names[j]](work)
                 _sync()
                 samples[i, j, r] = time.perf_counter() - start
-    dist.all_reduce(samples, op=dist.ReduceOp.MAX)  # a collective ends when its slowest rank does
+    samples = _slowest(samples)  # a collective ends when its slowest rank does
     times = {}
     for i, size in enumerate(sizes_bytes):
         times[size] = {}
@@ -161,10 +169,63 @@ def time_all_reduces(rank: int, world_size: int, sizes_bytes: list[int],
     if calibrate:
         one_way = cost_model.ping_pong(rank, [2 ** k for k in range(2, 25, 2)])
         gamma = cost_model.add_cost()
+        tiny = tiny_all_reduces(rank, world_size, tuple(chosen))
         if rank == 0:
             out["ping_pong"] = one_way
             out["alpha_beta"] = cost_model.fit(one_way, gamma)
+            out["tiny"] = tiny
     return out if rank == 0 else {}
+
+
+def _slowest(samples: torch.Tensor) -> torch.Tensor:
+    """Element-wise maximum over the ranks (on the rank's device, which NCCL needs)."""
+    samples = samples.to(device())
+    dist.all_reduce(samples, op=dist.ReduceOp.MAX)
+    return samples.cpu()
+
+
+def tiny_all_reduces(rank: int, world_size: int,
+                     algorithms=("ring", "parameter_server", "sharded_ps", "tree"),
+                     repeats: int = 30, warmup: int = 3) -> dict:
+    """What small messages really cost: ranks 0..N-1 (N = 2 .. world_size) all-reduce N float32
+    with each algorithm, so a ring message is 4 bytes and β does not count.  Median over
+    ``repeats`` interleaved rounds of the slowest rank's time.  Every rank calls it; rank 0
+    returns {N: {algorithm: seconds}}, the others {}."""
+    chosen = _pick(algorithms)
+    _check_rounds(repeats, warmup)
+    if world_size < 2:  # no all-reduce to time
+        raise ValueError("tiny_all_reduces needs at least 2 ranks")
+    names = list(chosen)
+    samples = torch.zeros(world_size + 1, len(names), repeats, dtype=torch.float64)
+    for n in range(2, world_size + 1):
+        group = dist.new_group(list(range(n)))  # every rank must take part in creating it
+        if rank >= n:
+            continue
+        x = torch.ones(n, device=device())
+        for _ in range(warmup):
+            for fn in chosen.values():
+                fn(x.fill_(1.0), group=group)
+        for r in range(repeats):
+            for k in range(len(names)):
+                j = (k + r) % len(names)
+                x.fill_(1.0)
+                _sync()
+                dist.barrier(group)
+                start = time.perf_counter()
+                chosen[names[j]](x, group=group)
+                _sync()
+                samples[n, j, r] = time.perf_counter() - start
+    samples = _slowest(samples)
+    if rank:
+        return {}
+    return {n: {name: statistics.median(samples[n, j].tolist()) for j, name in enumerate(names)}
+            for n in range(2, world_size + 1)}
+
+
+def ring_step_s(tiny: dict) -> dict:
+    """Seconds per ring step, {N: t / 2(N-1)}, from ``tiny_all_reduces``: the latency the ring
+    really pays per step, to set beside the ping-pong's α."""
+    return {n: times["ring"] / (2 * (n - 1)) for n, times in tiny.items()}
 
 
 def usable_cores() -> int:

@@ -14,6 +14,13 @@ sharded_ps (k)         2(n-1)·α + 2(n-1)/k·S·β + (n-1)/k·S·γ
 tree                   2⌈log2 n⌉·(α + S·β) + ⌈log2 n⌉·S·γ
 =====================  ======================================================
 
+α is charged per message the busiest rank handles, a send and a receive in flight at the same time
+paying one α: a ring step (one of each) pays one; the parameter server, which posts its n-1
+receives at once and then its n-1 sends, pays 2(n-1), because posting messages together overlaps
+their flight but not the handling of each one.  (On shared CPU cores the messages of all ranks add
+up instead, like their bytes below: there the sharded server, which also posts two batches, is
+measured as slow as the ring, see ``allreduce_lab.tiny_all_reduces``.)
+
 The model assumes each rank has its own link and can send and receive at full speed at the same
 time, as GPUs with their own NVLink ports and NICs can.  On one CPU box the "links" are cores
 copying bytes through the kernel: a message of m bytes keeps a sending and a receiving core busy
@@ -24,6 +31,11 @@ on c cores no all-reduce can finish before the *shared-machine bound*
                                              the larger of it and the per-link time)
 
 With c >= 2n cores it never exceeds the ring's per-link time; with 4 ranks on 2 cores it rules.
+
+``against_measured`` sets measured all-reduce times beside these predictions and ``table`` prints
+them.  ``exposed_after_backward`` is the bucketed-DDP schedule: buckets become ready at a steady
+rate during backward, their all-reduces run one after another, and what is left when backward ends
+is exposed.
 """
 
 from __future__ import annotations
@@ -40,7 +52,7 @@ import torch.distributed as dist
 from playground.launch import device
 
 __all__ = ["AlphaBeta", "ping_pong", "add_cost", "fit", "predict", "machine_bound", "ALGORITHMS",
-           "busiest_rank_bytes"]
+           "busiest_rank_bytes", "exposed_after_backward", "against_measured", "table"]
 
 ALGORITHMS = ("ring", "parameter_server", "sharded_ps", "tree")
 
@@ -191,3 +203,80 @@ def busiest_rank_bytes(algorithm: str, n: int, size_bytes: float,
     if algorithm == "tree":
         return math.ceil(math.log2(n)) * S
     raise ValueError(f"unknown algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+
+
+def exposed_after_backward(backward_s: float, buckets: int, bucket_s: float) -> float:
+    """Seconds of communication left when backward ends, if backward produces ``buckets`` equal
+    buckets at a steady rate (bucket i ready at (i+1)/buckets of ``backward_s``) and each bucket's
+    all-reduce takes ``bucket_s``, one after another: max(bucket_s, buckets·bucket_s - (buckets-1)
+    ·backward_s/buckets).  When the all-reduces keep up with backward only the last is exposed;
+    when they do not, the backlog is."""
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+        raise ValueError(f"buckets must be an integer >= 1, got {buckets!r}")
+    for name, value in (("backward_s", backward_s), ("bucket_s", bucket_s)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) \
+                or not 0 <= value < math.inf:
+            raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return max(bucket_s, buckets * bucket_s - (buckets - 1) * backward_s / buckets)
+
+
+def against_measured(timed: dict, cores: int) -> dict:
+    """``allreduce_lab.time_all_reduces(..., calibrate=True)`` against this model, ``cores`` cores.
+
+    "rows": per size and algorithm, measured median and spread, per-link prediction, prediction
+    with the machine bound, measured / predicted ("builtin" predicted as a ring, as gloo runs);
+    "misfit": the fit's worst relative error on the ping-pong; at the largest size, "bound_s",
+    "over_bound" (measured / bound) and, if both ran, "ps_over_ring" (PS / ring: measured,
+    per-link model, model with the bound)."""
+    ab, n = timed["alpha_beta"], timed["world_size"]
+    misfit = max(abs(ab.alpha_s + m * ab.beta_s_per_byte - t) / t
+                 for m, t in timed["ping_pong"].items())
+    rows = []
+    for size, algs in timed["times"].items():
+        for alg, t in algs.items():
+            model_alg = "ring" if alg == "builtin" else alg
+            link = predict(ab, model_alg, n, size)
+            pred = predict(ab, model_alg, n, size, cores=cores)
+            rows.append({"size": size, "algorithm": alg, "measured_s": t["median_s"],
+                         "spread": t["spread"], "per_link_s": link, "predicted_s": pred,
+                         "ratio": t["median_s"] / pred})
+    size = max(timed["times"])
+    big = {alg: t["median_s"] for alg, t in timed["times"][size].items()}
+    bound = machine_bound(ab, n, size, cores)
+    out = {"rows": rows, "misfit": misfit, "size": size, "cores": cores, "bound_s": bound,
+           "over_bound": {alg: t / bound for alg, t in big.items()}, "alpha_beta": ab}
+    if {"ring", "parameter_server"} <= set(big):
+        out["ps_over_ring"] = {
+            "measured": big["parameter_server"] / big["ring"],
+            "per_link": (predict(ab, "parameter_server", n, size)
+                         / predict(ab, "ring", n, size)),
+            "shared": (predict(ab, "parameter_server", n, size, cores=cores)
+                       / predict(ab, "ring", n, size, cores=cores))}
+    return out
+
+
+def table(check: dict) -> str:
+    """``against_measured``'s result as the lines the chapter prints."""
+    ab, size = check["alpha_beta"], check["size"]
+    lines = [f"ping-pong fit: alpha = {ab.alpha_s * 1e6:.0f} us, 1/beta = {ab.bandwidth_gb_s:.2f} "
+             f"GB/s; add: 1/gamma = {1e-9 / ab.gamma_s_per_byte:.1f} GB/s; {check['cores']} "
+             f"usable cores",
+             f"Eq. (eq-alpha-beta) against the ping-pong: worst relative error over 4 B..16 MiB "
+             f"{check['misfit']:.0%}",
+             f"{'size':>8s} {'algorithm':17s} {'measured ms':>12s} {'spread':>7s} "
+             f"{'per-link ms':>12s} {'predicted ms':>13s} {'meas/pred':>9s}"]
+    for r in check["rows"]:
+        lines.append(f"{r['size'] // 1024:>6d}Ki {r['algorithm']:17s} "
+                     f"{r['measured_s'] * 1e3:12.2f} {r['spread']:7.2f} "
+                     f"{r['per_link_s'] * 1e3:12.2f} {r['predicted_s'] * 1e3:13.2f} "
+                     f"{r['ratio']:9.2f}")
+    over = check["over_bound"].values()
+    lines.append(f"{size / 2 ** 20:g} MiB: measured / machine bound of Eq. (eq-t-machine), "
+                 f"{check['bound_s'] * 1e3:.2f} ms: {min(over):.2f} to {max(over):.2f} over the "
+                 f"{len(check['over_bound'])} algorithms")
+    if "ps_over_ring" in check:
+        ps = check["ps_over_ring"]
+        lines.append(f"{size / 2 ** 20:g} MiB: PS / ring measured {ps['measured']:.2f}; "
+                     f"per-link model {ps['per_link']:.2f}; with the {check['cores']}-core machine "
+                     f"bound {ps['shared']:.2f}")
+    return "\n".join(lines)

@@ -114,7 +114,7 @@ def test_cost_model_fit_recovers_alpha_beta_and_predicts_the_formulas():
 
 
 def test_timing_harness_reports_medians_spread_and_busbw():
-    from playground.allreduce_lab import busbw_gb_s, time_all_reduces
+    from playground.allreduce_lab import busbw_gb_s, ring_step_s, time_all_reduces
     out = run(time_all_reduces, 2, [4096, 65536], ("ring", "tree", "builtin"), 3, 1, True)
     assert out[1] == {}  # rank 0 reports for everyone
     result = out[0]
@@ -127,6 +127,44 @@ def test_timing_harness_reports_medians_spread_and_busbw():
             assert r["busbw_gb_s"] == pytest.approx(size / r["median_s"] / 1e9)  # 2(n-1)/n = 1
     assert set(result["ping_pong"]) == {2 ** k for k in range(2, 25, 2)}
     assert result["alpha_beta"].alpha_s > 0 and result["alpha_beta"].beta_s_per_byte > 0
+    assert set(result["tiny"]) == {2} and set(result["tiny"][2]) == {"ring", "tree", "builtin"}
+    assert ring_step_s(result["tiny"]) == {2: result["tiny"][2]["ring"] / 2}  # 2(N-1) = 2 steps
+
+
+def test_measured_times_are_set_beside_their_predictions():
+    ab = cost_model.AlphaBeta(1e-5, 1e-9, 1e-10)
+    S = 2 ** 20
+
+    def timing(seconds):
+        return {"median_s": seconds, "spread": 0.1}
+    timed = {"world_size": 4, "alpha_beta": ab, "ping_pong": {4: 2e-5, S: 1e-5 + S * 1e-9},
+             "times": {4096: {"ring": timing(1e-3), "parameter_server": timing(5e-4)},
+                       S: {"ring": timing(0.01), "parameter_server": timing(0.02),
+                           "builtin": timing(0.008)}}}
+    check = cost_model.against_measured(timed, cores=2)
+    bound = cost_model.machine_bound(ab, 4, S, 2)
+    assert check["bound_s"] == bound and check["size"] == S
+    assert check["over_bound"] == {"ring": 0.01 / bound, "parameter_server": 0.02 / bound,
+                                   "builtin": 0.008 / bound}
+    row = next(r for r in check["rows"] if r["size"] == S and r["algorithm"] == "builtin")
+    assert row["predicted_s"] == cost_model.predict(ab, "ring", 4, S, cores=2)  # gloo's ring
+    assert row["ratio"] == pytest.approx(0.008 / row["predicted_s"])
+    assert check["ps_over_ring"]["measured"] == pytest.approx(2.0)
+    assert check["ps_over_ring"]["per_link"] == pytest.approx(
+        cost_model.predict(ab, "parameter_server", 4, S) / cost_model.predict(ab, "ring", 4, S))
+    assert check["misfit"] == pytest.approx((2e-5 - 1e-5 - 4e-9) / 2e-5)  # the 4 B point
+    assert len(cost_model.table(check).splitlines()) == 3 + 5 + 2  # header, rows, summary
+
+
+def test_exposed_communication_of_buckets_follows_the_exercise():
+    # ex-dp-bucket: 300 ms of backward, 2 GB of gradients, buckets take 1 ms + b / (10 GB/s)
+    assert cost_model.exposed_after_backward(0.3, 80, 0.0035) == pytest.approx(0.0035)  # 25 MB
+    assert cost_model.exposed_after_backward(0.3, 2000, 0.0011) == pytest.approx(1.90015)  # 1 MB
+    assert cost_model.exposed_after_backward(0.3, 1, 0.201) == pytest.approx(0.201)  # one bucket
+    for bad in (dict(buckets=0), dict(buckets=2.0), dict(bucket_s=-1.0), dict(backward_s=math.nan)):
+        args = {"backward_s": 0.3, "buckets": 4, "bucket_s": 0.01} | bad
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            cost_model.exposed_after_backward(**args)
 
 
 def test_unknown_algorithm_and_bad_benchmark_options_are_named():
@@ -183,12 +221,15 @@ def test_quartiles_stay_within_the_samples():
 
 
 def one_rank_lab(rank, world_size):
-    from playground.allreduce_lab import count_bytes, time_all_reduces
+    from playground.allreduce_lab import count_bytes, time_all_reduces, tiny_all_reduces
     errors = []
     for call in (lambda: cost_model.ping_pong(rank, [4]),  # used to wait forever for rank 1
                  lambda: count_bytes(rank, world_size, 5, [2]),
                  lambda: time_all_reduces(rank, world_size, [6]),
-                 lambda: time_all_reduces(rank, world_size, [8], repeats=0)):
+                 lambda: time_all_reduces(rank, world_size, [8], repeats=0),
+                 lambda: tiny_all_reduces(rank, world_size),
+                 lambda: tiny_all_reduces(rank, 2, warmup=-1),
+                 lambda: tiny_all_reduces(rank, 2, ("butterfly",))):
         try:
             call()
             errors.append(None)
@@ -203,3 +244,6 @@ def test_lab_rank_functions_refuse_bad_input_instead_of_hanging():
     assert "group sizes" in errors[1]
     assert "multiples of 4" in errors[2]
     assert "repeats" in errors[3]
+    assert "at least 2 ranks" in errors[4]
+    assert "warmup" in errors[5]
+    assert "unknown all-reduce" in errors[6]
