@@ -20,6 +20,7 @@ from playground import comm
 from playground.ddp import BucketedDDP, allreduce_gradients
 from playground.launch import device
 from playground.model import ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch
+from playground.ring import ring_all_reduce
 
 __all__ = ["train_and_compare", "time_steps", "overlap_summary", "DESIGNS"]
 
@@ -32,7 +33,8 @@ class _Trainer:
     def __init__(self, design: str, cfg: ModelConfig, bucket_bytes: int, lr: float,
                  all_reduce=None):
         model = build_model(cfg, seed=0, device=device())
-        self.design, self.ddp, self.all_reduce = design, None, all_reduce
+        self.design, self.ddp, self.all_reduce = design, None, all_reduce or ring_all_reduce
+        self.all_reduce_calls = 0  # the per-gradient design's all-reduces in the last step
         if design == "bucketed":
             self.ddp = BucketedDDP(model, bucket_bytes=bucket_bytes)
         elif design == "torch_ddp":
@@ -52,14 +54,16 @@ class _Trainer:
             self.ddp.mark("backward_start")
         loss.backward()
         if self.design == "per_gradient":
-            if self.all_reduce is None:
-                allreduce_gradients(self.model)  # the ring of playground.ring
-            else:
-                allreduce_gradients(self.model, self.all_reduce)
+            self.all_reduce_calls = 0
+            allreduce_gradients(self.model, self._counted_all_reduce)
         elif self.ddp:
             self.ddp.finish()
         self.opt.step()
         return loss.item()
+
+    def _counted_all_reduce(self, tensor, group=None):
+        self.all_reduce_calls += 1
+        return self.all_reduce(tensor, group=group)
 
     def parameters(self):
         module = self.model.module if self.design == "torch_ddp" else self.model
@@ -111,9 +115,10 @@ def train_and_compare(rank: int, world_size: int, cfg: ModelConfig, steps: int =
         out[design] = {
             "max_abs_diff": max((got[n] - p).abs().max().item() for n, p in expected.items()),
             "losses": losses,
-            # ring all-reduces show up as their point-to-point messages; count the all-reduces
-            # (torch DDP calls its all-reduces from C++, out of the counter's sight: None)
-            "all_reduces_per_step": {"per_gradient": len(expected),
+            # the last step's all-reduce calls: the per-gradient design's ring all-reduces show
+            # up in the counter only as point-to-point messages, so its trainer counts its calls;
+            # torch DDP calls its all-reduces from C++, out of the counter's sight: None
+            "all_reduces_per_step": {"per_gradient": trainer.all_reduce_calls,
                                      "bucketed": calls.get("all_reduce", 0)}.get(design),
             "buckets": len(trainer.ddp.buckets) if trainer.ddp else None,
         }

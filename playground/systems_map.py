@@ -115,7 +115,7 @@ def map_rows(dp_run: dict, tp_run: dict, pp_run: dict, cfg: ModelConfig | None =
 
     row("DP", "everything: parameters, gradients, optimizer state", "the batch",
         "all-reduce of the gradients", "2(n−1)/n·Ψe ≈ 2Ψe", 2 * (n - 1) / n * Pe,
-        dp_run["sent"][0], "across nodes (outermost axis)",
+        dp_run["sent"][0], "across nodes (outermost in Llama 3; Megatron-Core puts PP outermost)",
         "throughput: n× the examples per step; no memory saving", "li2020pytorch")
     for stage, (name, rep, sh, buys) in enumerate((
             ("ZeRO-1", "parameters, gradients", "optimizer state",
