@@ -78,6 +78,9 @@ def test_timeline_shows_buckets_launched_during_backward():
         assert sorted(launches) == sorted(done) == list(range(len(v["bucket_bytes"])))
         assert all(launches[i] <= done[i] for i in launches)
         assert min(launches.values()) < backward_end  # communication starts inside backward
+        # backward runs last layer first, so buckets (packed in reverse definition order)
+        # launch in index order: bucket 0 holds the output layer's gradients
+        assert sorted(launches, key=launches.get) == sorted(launches)
         assert kinds[-1] == "finished"
         assert sum(v["bucket_bytes"]) == 4 * v["param_count"]
         assert set(v["median_s"]) == set(DESIGNS)
