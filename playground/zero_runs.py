@@ -7,7 +7,9 @@ states it held, the time per step and (on rank 0) the final parameters.
 
 Variants: ``("zero", stage, precision)`` is ``playground.zero.ZeroDP``; ``("zero_optim",)`` is
 ``torch.distributed.optim.ZeroRedundancyOptimizer`` under DDP (fp32: it has no mixed precision);
-``("fsdp2", precision)`` is ``fully_shard`` on every layer and the root; ``("ddp",)`` is plain
+``("fsdp2", precision)`` is ``fully_shard`` on every layer and the root (ZeRO stage 3);
+``("fsdp2_no_reshard", precision)`` is the same with ``reshard_after_forward=False``, the gathered
+parameters kept from forward to backward (ZeRO stage 2); ``("ddp",)`` is plain
 ``DistributedDataParallel`` with Adam (fp32), the speed baseline.
 
 The single-process references they are checked against are in ``playground.zero_reference``.
@@ -39,7 +41,7 @@ def _known(v) -> bool:
     precision = v[-1] if len(v) > 1 and isinstance(v[-1], str) else None  # hashable, or None
     return (len(v) == 3 and v[0] == "zero" and type(v[1]) is int and v[1] in (0, 1, 2, 3)
             and precision in COMPUTE_DTYPE) or \
-        (len(v) == 2 and v[0] == "fsdp2" and precision in COMPUTE_DTYPE) or \
+        (len(v) == 2 and v[0] in ("fsdp2", "fsdp2_no_reshard") and precision in COMPUTE_DTYPE) or \
         v in (("zero_optim",), ("ddp",))
 
 
@@ -51,7 +53,7 @@ def check_variants(variants) -> list[tuple]:
     for v in variants:
         if not _known(v):
             raise ValueError(f"unknown variant {v!r}: use ('zero', stage 0-3, 'mixed'|'fp32'), "
-                             "('fsdp2', 'mixed'|'fp32'), ('zero_optim',) or ('ddp',)")
+                             "('fsdp2' or 'fsdp2_no_reshard', 'mixed'|'fp32'), ('zero_optim',) or ('ddp',)")
     if len(set(variants)) != len(variants):
         raise ValueError("each variant may appear once (use repeats= to time several runs)")
     return variants
@@ -138,18 +140,20 @@ def _run_zero(cfg, rank, n, stage, precision, steps, batch_size, lr, seed):
 
 
 def _run_torch(cfg, rank, n, kind, precision, steps, batch_size, lr, seed):
-    """The production equivalents: ZeroRedundancyOptimizer, FSDP2, DDP."""
+    """The production equivalents: ZeroRedundancyOptimizer, FSDP2 (resharding after forward, or
+    not: ``fsdp2_no_reshard``), DDP."""
     from torch.nn.parallel import DistributedDataParallel as DDP
     model = build_model(cfg, seed, device=device())
-    if kind == "fsdp2":
+    if kind in ("fsdp2", "fsdp2_no_reshard"):
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         # our layers return views (a reshape inside Linear); harmless: nothing edits them in place
         warnings.filterwarnings("ignore", message=".*returned a view tensor.*")
         policy = MixedPrecisionPolicy(param_dtype=COMPUTE_DTYPE[precision],
                                       reduce_dtype=COMPUTE_DTYPE[precision])
+        reshard = kind == "fsdp2"  # False: keep the gathered parameters for backward (stage 2)
         for layer in model.layers:
-            fully_shard(layer, mp_policy=policy)
-        fully_shard(model, mp_policy=policy)
+            fully_shard(layer, mp_policy=policy, reshard_after_forward=reshard)
+        fully_shard(model, mp_policy=policy, reshard_after_forward=reshard)
         wrapped, optimizer = model, torch.optim.Adam(model.parameters(), lr=lr)
     elif kind == "zero_optim":
         from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -169,7 +173,7 @@ def _run_torch(cfg, rank, n, kind, precision, steps, batch_size, lr, seed):
         losses.append(loss.item())
     held = model_state_bytes(model.parameters(), optimizer.optim if kind == "zero_optim"
                              else optimizer)
-    if kind == "fsdp2":
+    if kind in ("fsdp2", "fsdp2_no_reshard"):
         params = [p.full_tensor() for p in model.parameters()]
     else:
         params = list(model.parameters())
@@ -190,8 +194,8 @@ def train_ranks(rank: int, world_size: int, variants, cfg: ModelConfig | None = 
             if kind == "zero":
                 out = _run_zero(cfg, rank, world_size, variant[1], variant[2], steps,
                                 batch_size, lr, seed)
-            elif kind in ("fsdp2", "zero_optim", "ddp"):
-                precision = variant[1] if kind == "fsdp2" else "fp32"
+            elif kind in ("fsdp2", "fsdp2_no_reshard", "zero_optim", "ddp"):
+                precision = variant[1] if kind.startswith("fsdp2") else "fp32"
                 out = _run_torch(cfg, rank, world_size, kind, precision, steps, batch_size,
                                  lr, seed)
             else:

@@ -124,6 +124,54 @@ def test_zero_formulas_and_a_real_adam_step():
         cp.model_state_bytes(psi, 1, 4)
 
 
+def test_per_gpu_memory_of_a_small_layout_worked_by_hand():
+    """1,000 parameters in 5 layers on TP=2, PP=2, DP=2, ZeRO-1, selective recomputation, 1F1B.
+    The first stage takes ceil(5/2) = 3 layers, so a GPU holds 1000 x 3/5 / 2 = 300 parameters:
+    2 x 300 B of weights + 2 x 300 B of gradients + 12 x 300 / 2 B of Adam (sharded over DP)
+    = 3,000 B.  Activations: 34 s b h / t = 34 x 32 x 1 x 64 / 2 = 34,816 B per layer and
+    micro-batch, for 3 layers and the PP = 2 micro-batches 1F1B keeps in flight: 208,896 B."""
+    arch = {"layers": 5, "hidden": 64, "heads": 4, "seq_len": 32}
+    mem = cp.per_gpu_memory(1000, arch, tp=2, pp=2, dp=2, zero_stage=1, recompute="selective",
+                            micro_batch=1, opt_bytes=12)
+    assert mem["model_state_parts"]["parameters"] == 600
+    assert mem["model_state_parts"]["gradients"] == 600
+    assert mem["model_state_parts"]["optimizer"] == 1800
+    assert mem["model_states"] == 3000
+    assert mem["activations"] == 3 * 2 * 34_816 == 208_896
+    assert mem["total"] == 211_896
+
+
+GPT_LIKE = {"layers": 30, "hidden": 4096, "heads": 32, "seq_len": 2048}  # 30 layers: PP 4 and 8 leave a short stage
+
+
+@pytest.mark.parametrize("tp,pp,dp,zero_stage,recompute", [
+    (1, 1, 8, 0, "none"), (8, 1, 4, 1, "selective"), (2, 4, 16, 2, "full"),
+    (4, 8, 2, 3, "none"), (8, 4, 1, 0, "selective")])
+def test_per_gpu_memory_is_the_first_stages_share_of_states_and_its_1f1b_activations(
+        tp, pp, dp, zero_stage, recompute):
+    """Model states of the first (fullest) stage's ceil(l/PP) layers, split over TP, with ZeRO over
+    DP; activations of those layers times the PP micro-batches 1F1B holds in flight on it.  The
+    step-time model's ``memory_per_gpu`` (its own code, same formulas) gives the same bytes for
+    the same layout (sequence parallelism, no fused attention, vpp = 1, M >= PP)."""
+    from playground.step_costs import Layout, Model, memory_per_gpu
+    psi, micro_batch, l = 7e9, 2, GPT_LIKE["layers"]
+    mem = cp.per_gpu_memory(psi, GPT_LIKE, tp, pp, dp, zero_stage, recompute, micro_batch, 12)
+    stage_layers = math.ceil(l / pp)
+    states = cp.model_state_bytes(psi * stage_layers / l / tp, dp, zero_stage)["total"]
+    acts = stage_layers * pp * cp.activation_bytes_per_layer(
+        GPT_LIKE["seq_len"], micro_batch, GPT_LIKE["hidden"], GPT_LIKE["heads"], recompute, tp)
+    assert mem["model_states"] == pytest.approx(states, rel=1e-12)
+    assert mem["activations"] == pytest.approx(acts, rel=1e-12)
+    assert mem["total"] == pytest.approx(states + acts, rel=1e-12)
+    model = Model(layers=l, hidden=GPT_LIKE["hidden"], heads=GPT_LIKE["heads"],
+                  seq_len=GPT_LIKE["seq_len"], params=psi)
+    layout = Layout(tp=tp, pp=pp, dp=dp, micro_batch=micro_batch, global_batch=dp * micro_batch * 4 * pp,
+                    zero_stage=zero_stage, recompute=recompute, sequence_parallel=True)
+    other = memory_per_gpu(model, layout)
+    for key in ("model_states", "activations", "total"):
+        assert mem[key] == pytest.approx(other[key], rel=1e-12), key
+
+
 # ----------------------------------------------------------------------------- plans
 def test_flops_time_and_cost_follow_the_formulas():
     p = cp.plan(params=10e9, tokens=200e9, gpu="A100-80GB", gpus=64, mfu=0.5, price_per_gpu_hour=2)

@@ -74,6 +74,40 @@ def test_top1_gate_is_the_router_probability_and_trains_the_router():
     assert moe.router.weight.grad.abs().sum() > 0
 
 
+def test_top2_gates_are_renormalised_and_mix_the_two_chosen_experts():
+    """k = 2 < E = 4, worked by hand.  With the identity as router the logits are the tokens
+    themselves: token 0 = (2, 1, 0, -1) picks experts 0 and 1 with softmax probabilities
+    p_0 = e^2 / Z and p_1 = e / Z; renormalised over the two, the gates are
+    p_0 / (p_0 + p_1) = 1 / (1 + e^-1) = sigmoid(1) = 0.731 and sigmoid(-1) = 0.269, whatever Z.
+    y = gate_0 · expert_0(x) + gate_1 · expert_1(x); the other experts contribute nothing."""
+    torch.manual_seed(0)
+    moe = MoE(4, 8, n_experts=4, top_k=2).double()
+    with torch.no_grad():
+        moe.router.weight.copy_(torch.eye(4))
+    x = torch.tensor([[2.0, 1.0, 0.0, -1.0],     # experts 0, 1
+                      [0.0, -1.0, 3.0, 0.5],     # experts 2, 3
+                      [-2.0, 1.5, 0.0, 1.0]],    # experts 1, 3
+                     dtype=torch.float64)
+    experts, gates, probs = route(x, moe.router.weight, top_k=2)
+    assert experts.tolist() == [[0, 1], [2, 3], [1, 3]]
+    p_top2 = probs.gather(1, experts)
+    torch.testing.assert_close(gates, p_top2 / p_top2.sum(-1, keepdim=True))
+    torch.testing.assert_close(gates.sum(-1), torch.ones(3, dtype=torch.float64))
+    sig = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+    torch.testing.assert_close(gates[0], torch.tensor([sig(1.0), sig(-1.0)], dtype=torch.float64))
+    assert gates[0, 0].item() == pytest.approx(0.7311, abs=1e-4)
+    assert p_top2[0].sum().item() < 0.96  # unnormalised, the two would not sum to 1
+    # without renormalisation the gates are the raw probabilities
+    _, raw, _ = route(x, moe.router.weight, top_k=2, normalize=False)
+    torch.testing.assert_close(raw, p_top2)
+
+    y = moe(x)
+    manual = torch.stack([sum(gates[t, j] * moe.experts[experts[t, j].item()](x[t])
+                              for j in range(2)) for t in range(3)])
+    torch.testing.assert_close(y, manual)
+    assert moe.last_stats["dropped"] == 0 and moe.last_stats["kept"] == [1, 2, 1, 2]
+
+
 def test_load_balancing_loss_is_one_when_balanced():
     experts = torch.tensor([[0], [1], [2], [3]])
     probs = torch.full((4, 4), 0.25)

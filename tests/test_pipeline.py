@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -106,7 +108,42 @@ def test_saved_activations_gpipe_1f1b_and_recomputation(runs):
                 assert re["flops"]["B"] == plain["B"] + plain["F"]
 
 
-def test_events_follow_the_schedule(runs):
+def _hand_offs(rec) -> list[tuple]:
+    """Every message of a step as (sender rank, sender's event end, receiver rank, receiver's
+    event start): F(m) of piece c hands its activation to F(m) of piece c+1, B(m) of piece c+1
+    its gradient to B(m) of piece c.  Piece c = v·K + k is chunk v of rank k (V = 1: c = k)."""
+    K = rec["spec"].stages
+    at = {}  # (op, m, piece) -> (rank, start, end)
+    for k, st in enumerate(rec["stages"]):
+        for op, m, start, end, *chunk in st["events"]:
+            at[op, m, (chunk[0] if chunk else 0) * K + k] = (k, start, end)
+    out = []
+    for (op, m, c), (k, _, end) in at.items():
+        nxt = ("F", m, c + 1) if op == "F" else ("B", m, c - 1)
+        if nxt in at:
+            out.append((k, end, at[nxt][0], at[nxt][1]))
+    return out
+
+
+def _causal_up_to_one_offset_per_rank(hand_offs, ranks: int) -> bool:
+    """Whether some offset d_k per rank makes every message arrive after it was sent:
+    start_j + d_j >= end_i + d_i.  The ranks stamp time from the moment each leaves the start
+    barrier, and they leave it a few ms apart on a loaded CPU; the offsets absorb that.  Such
+    offsets exist iff no cycle of ranks needs more total skew than 0 (max-plus Floyd-Warshall)."""
+    need = [[-math.inf] * ranks for _ in range(ranks)]  # least d_j - d_i the messages i -> j need
+    for i, end, j, start in hand_offs:
+        need[i][j] = max(need[i][j], end - start)
+    for via in range(ranks):
+        for i in range(ranks):
+            for j in range(ranks):
+                need[i][j] = max(need[i][j], need[i][via] + need[via][j])
+    return all(need[k][k] < 0 for k in range(ranks))
+
+
+def test_events_are_causal_across_ranks(runs):
+    """F(m) on stage k starts after F(m) on stage k-1 ends, and B(m) on stage k-1 after B(m) on
+    stage k ends (up to one start offset per rank); each rank runs one action at a time, in its
+    schedule's order."""
     _, records = runs
     for rec in records:
         spec = rec["spec"]
@@ -114,10 +151,27 @@ def test_events_follow_the_schedule(runs):
             continue
         K = spec.stages
         for k, st in enumerate(rec["stages"]):
-            order = [(op, m) for op, m, _, _ in st["events"]]
-            assert order == schedule_actions(spec.schedule, K, spec.micro_batches, k)
-            assert all(end >= start >= 0 for _, _, start, end in st["events"])
+            assert [(op, m) for op, m, _, _ in st["events"]] == \
+                schedule_actions(spec.schedule, K, spec.micro_batches, k)
+            times = [t for _, _, start, end in st["events"] for t in (start, end)]
+            assert times == sorted(times) and times[0] >= 0  # one action at a time
+        hand_offs = _hand_offs(rec)
+        assert len(hand_offs) == 2 * spec.micro_batches * (K - 1)
+        assert _causal_up_to_one_offset_per_rank(hand_offs, K), spec
         assert 0 <= rec["bubble"] < 1
+
+
+def test_causality_check_catches_a_message_received_before_it_was_sent():
+    # ranks 0 -> 1 forward, 1 -> 0 backward; rank 1's clock may run 5 ms behind rank 0's
+    skewed = [(0, 0.010, 1, 0.006), (1, 0.020, 0, 0.026)]
+    assert _causal_up_to_one_offset_per_rank(skewed, 2)
+    # no offset can explain a forward received 5 ms early and a backward received on time
+    assert not _causal_up_to_one_offset_per_rank([(0, 0.010, 1, 0.005), (1, 0.020, 0, 0.021)], 2)
+    # three ranks in a ring (interleaved): 1 ms early twice, then 2.5 ms late: offsets exist;
+    # 1 ms early twice, then only 1.5 ms late: each message alone is fine, the cycle is not
+    ring = [(0, 0.010, 1, 0.009), (1, 0.020, 2, 0.019), (2, 0.030, 0, 0.0325)]
+    assert _causal_up_to_one_offset_per_rank(ring, 3)
+    assert not _causal_up_to_one_offset_per_rank(ring[:2] + [(2, 0.030, 0, 0.0315)], 3)
 
 
 @pytest.mark.parametrize("K", [1, 2, 3, 4, 6, 8])
@@ -222,6 +276,9 @@ def test_interleaved_moves_every_boundary_once_each_way_and_holds_what_its_sched
             assert st["traffic"]["calls"].get("isend", 0) == M * crossings
             actions = schedule_actions("interleaved", K, M, k, V)
             assert [(op, m, v) for op, m, _, _, v in st["events"]] == actions
+            if k == 0:  # activations and gradients cross the K·V - 1 boundaries, after being sent
+                assert len(_hand_offs(rec)) == 2 * M * (K * V - 1)
+                assert _causal_up_to_one_offset_per_rank(_hand_offs(rec), K), spec
             if spec.recompute:
                 continue
             # every (micro-batch, chunk) saves its chunk's bytes until its backward

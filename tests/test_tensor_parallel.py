@@ -2,7 +2,8 @@
 
 On groups of t ranks, the TP block and the TP+SP block equal the single-process Block (outputs,
 input gradients, every weight-gradient shard) and PyTorch's DTensor Colwise/RowwiseParallel
-(with SequenceParallel and Shard(1) layouts for SP) on the same weights (asserted inside the ranks by ``tp_measure.check_block``); the collectives
+(with SequenceParallel and Shard(1) layouts for SP) on the same weights (asserted inside the ranks by
+``tp_measure.check_block``, which returns the largest differences it found: rounding); the collectives
 counted per layer are exactly ``layer_traffic``; the activation bytes saved are exactly
 ``block_activation_bytes``.
 """
@@ -23,11 +24,23 @@ def _expected_counts(traffic):
     return ({op: c for op, (c, _) in traffic.items()}, {op: p for op, (_, p) in traffic.items()})
 
 
+# The largest elementwise difference from the single-process block and from DTensor, by element
+# size: rounding (sums split over ranks add in another order), ~100 units of roundoff in fp32
+# and fp64 and ~10 in bf16 (each rank rounds its partial sums to 8 bits); a wrong shard or a
+# missing reduction is off by the size of the values themselves, O(1).
+ROUNDING = {8: 1e-13, 4: 2e-5, 2: 0.125}
+
+
 def _check(values, cfg, batch, elem, recompute=True):
     s, h, a = cfg.seq_len, cfg.d_model, cfg.n_heads
     for per_rank in values:
         for t, out in per_rank.items():
             assert out["dtensor_equal"]
+            for mode in ("tp", "sp"):
+                for against in ("single_process", "dtensor"):
+                    diffs = out["max_diff"][mode][against]
+                    assert set(diffs) == {"output", "input_grad", "weight_grads"}, (t, mode, against)
+                    assert max(diffs.values()) <= ROUNDING[elem], (t, mode, against, diffs)
             for sp in (False, True):
                 got = out["sp" if sp else "tp"]
                 want = layer_traffic(batch, s, h, t, elem, sp, recompute)
