@@ -7,8 +7,10 @@ the previous stage's activation, backwards receive the next stage's activation-g
 (``pipeline_comm``), gradients of the M micro-batches accumulate, and one optimizer step ends it.
 The result is the same step as single-process training on the whole batch (checked in the tests).
 
-Every forward and backward is timestamped with ``time.perf_counter`` on its rank, relative to a
-start all ranks share (they leave one barrier together).  On a CPU with more ranks than cores,
+Every forward and backward is timestamped with ``time.perf_counter`` on its rank, relative to the
+moment the rank left a barrier all ranks join.  They do not leave it at exactly the same instant (up
+to ~10 ms apart on a loaded 2-core CPU, against emulated actions of tenths of a second), so compare
+timelines across ranks to that precision.  On a CPU with more ranks than cores,
 compute time measures the operating system's scheduler, not the schedule.  So, optionally, each
 action is *padded* to a fixed emulated device time: the arithmetic is real, then the rank sleeps
 until the action has lasted what a device would take.  ``device_time_s="auto"`` emulates on the
