@@ -129,10 +129,30 @@ def segmented(rank, world_size):
 PHASE_NUMEL = {1: 5, 2: 0, 3: 10, 4: 2}  # uneven, empty, fewer elements than ranks
 
 
+def builtin_phases(rank, world_size):
+    """Each half of the ring equals PyTorch's own collective: ring_reduce_scatter leaves on rank r
+    what dist.reduce_scatter_tensor returns there, ring_all_gather what dist.all_gather_single
+    assembles (the built-ins need equal chunks: 12 float64 elements per rank)."""
+    numel = 12 * world_size
+    x = _data(rank, numel, torch.float64, seed=7)
+    theirs = torch.empty(numel // world_size, dtype=x.dtype)
+    dist.reduce_scatter_tensor(theirs, x.clone())
+    ours = ring_reduce_scatter(x.clone())
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-12)
+    gathered = torch.empty(numel, dtype=x.dtype)
+    dist.all_gather_single(gathered, theirs)
+    y = torch.full_like(x, float("nan"))
+    lo, hi = shard_bounds(numel, world_size)[rank]
+    y[lo:hi] = theirs
+    torch.testing.assert_close(ring_all_gather(y), gathered, rtol=0, atol=0)
+    return True
+
+
 def suite(rank, world_size, seed):
     """Everything one world size checks, in one launch (each launch costs seconds)."""
     out = {"cases": all_cases(rank, world_size, seed),
            "phases": phases(rank, world_size, PHASE_NUMEL[world_size]),
+           "builtin_phases": builtin_phases(rank, world_size),
            "bad": bad_input(rank, world_size)}
     if world_size == 4:
         out["subgroups"] = subgroups(rank, world_size)
@@ -210,6 +230,11 @@ def test_reduce_scatter_then_all_gather(world_size):
                                         for r in range(world_size)]
     totals = [rs + ag for rs, ag in values]
     assert totals == [ring_bytes_sent(numel, world_size, 8, r) for r in range(world_size)]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4])
+def test_reduce_scatter_and_all_gather_equal_pytorchs_own(world_size):
+    assert all(v["builtin_phases"] for v in results(world_size))
 
 
 def test_big_chunks_travel_in_segments_and_still_sum():
