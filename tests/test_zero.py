@@ -26,14 +26,14 @@ PSI = CFG.param_count()
 STEPS, LR = 3, 1e-3
 ZERO = [("zero", s, p) for p in ("fp32", "mixed") for s in range(4)]
 FSDP2 = [(kind, p) for kind in ("fsdp2", "fsdp2_no_reshard") for p in ("fp32", "mixed")]
-TORCH = [("zero_optim",)] + FSDP2
+TORCH = [("zero_optim",), ("ddp",)] + FSDP2
 BATCH = {2: 8, 3: 6, 4: 8}
 
 
 @pytest.fixture(scope="module")
 def runs():
     """{n: per-rank results}; ZeRO and FSDP2 on 2, 3 (uneven shards) and 4 ranks,
-    ZeroRedundancyOptimizer on 2 and 4."""
+    ZeroRedundancyOptimizer and DDP on 2 and 4."""
     return {n: launch(n, ZERO + (TORCH if n != 3 else FSDP2), CFG, steps=STEPS,
                       batch_size=BATCH[n], lr=LR) for n in (2, 3, 4)}
 
@@ -274,6 +274,19 @@ def test_differences_from_plain_names_the_key_biases():
         "max_other": 0.0, "max_key_bias": pytest.approx(1e-3, rel=1e-3)}
     moved[0] += 1.0  # one parameter that is not a key bias
     assert not differences_from_plain(moved, plain, CFG)["only_key_biases"]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_stage0_equals_ddp(runs, n):
+    """Stage 0 is plain data parallelism: the same parameters as torch's DDP with Adam."""
+    ours = runs[n][0][("zero", 0, "fp32")]["params"]
+    theirs = runs[n][0][("ddp",)]["params"]
+    keep = torch.ones_like(ours, dtype=torch.bool) if n == 2 else ~_key_bias_mask()
+    # two ranks add a + b in either order alike: bitwise; four ranks: gloo adds in its own order
+    torch.testing.assert_close(ours[keep], theirs[keep], rtol=0 if n == 2 else None,
+                               atol=0 if n == 2 else None)
+    # and DDP replicates everything, as stage 0 does: 16 bytes per parameter on every rank
+    assert runs[n][0][("ddp",)]["state_bytes"]["total"] == 16 * PSI
 
 
 @pytest.mark.parametrize("n", [2, 4])
