@@ -11,7 +11,9 @@
 
 Each run trains ``steps`` SGD steps and asserts, every step, that its loss equals the
 single-process loss, and at the end that every parameter shard equals the matching slice of the
-single-process model (``assert_close``).  Traffic is counted per axis with ``playground.comm``.
+single-process model (``assert_close``).  DP x TP is also checked, losses and every parameter,
+against PyTorch's production 2-D run (``compose_torch``: DeviceMesh, DTensor TP, FSDP2).  Traffic
+is counted per axis with ``playground.comm``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from playground import comm
+from playground.compose_torch import pytorch_report, train_dp_tp_torch
 from playground.grid import RankGrid
 from playground.launch import device
 from playground.launch_cli import cli
@@ -84,8 +87,11 @@ def _check_run(steps, batch: int, dp: int, micro_batches: int = 1) -> None:
 
 
 def train_dp_tp(rank: int, world_size: int, dp: int, tp: int, steps: int = 3, batch: int = 8,
-                cfg: ModelConfig | None = None) -> dict:
-    """Rank worker for a DP x TP grid: returns the losses and the traffic of each axis."""
+                cfg: ModelConfig | None = None, pytorch: bool = True) -> dict:
+    """Rank worker for a DP x TP grid: returns the losses and the traffic of each axis.  With
+    ``pytorch`` it also trains PyTorch's 2-D DeviceMesh run (``compose_torch``) and checks ours
+    against it (under ``"pytorch"``: its losses, mesh, a TP weight's placements, largest
+    differences)."""
     cfg, dev = cfg or ModelConfig(), device()
     grid = RankGrid(dp=dp, tp=tp)
     _check_run(steps, batch, dp)
@@ -108,19 +114,36 @@ def train_dp_tp(rank: int, world_size: int, dp: int, tp: int, steps: int = 3, ba
             opt.step()
             losses.append(loss.item())
     losses = [_mean_over(v, groups.group("dp"), dp) for v in losses]
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-5, atol=1e-6)
+    out = {"label": grid.describe(rank), "dp": dp, "tp": tp, "steps": steps, "batch": batch,
+           "losses": losses, "reference_losses": ref_losses,
+           "all": moved.summary(), "dp_per_step": dp_traffic.summary(),
+           "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
+    if pytorch:  # PyTorch's own 2-D DP x TP, same weights, batches and optimizer: checked first
+        theirs = train_dp_tp_torch(dp, tp, steps, batch, _optimizer, cfg)
+        diffs = _check_dp_tp(model, losses, theirs.pop("model"), theirs["losses"], "PyTorch 2-D")
+        out["pytorch"] = {**theirs, **diffs}
+    _check_dp_tp(model, losses, ref, ref_losses, "single process")
+    return out
+
+
+def _check_dp_tp(model, losses, want, want_losses, against: str) -> dict:
+    """assert_close of the losses and of every parameter (TP blocks: this rank's shard of the
+    matching block of ``want``); returns the largest differences and how many tensors."""
+    def close(a, b, what, **tol):
+        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"DPxTP vs {against}, {what}: {m}")
+        return (a - b).abs().max().item()
+    loss_diff = close(torch.tensor(losses), torch.tensor(want_losses), "losses", rtol=1e-5, atol=1e-6)
+    param_diffs = []
     for i, layer in enumerate(model.layers):
+        mine = dict(layer.named_parameters())
         if isinstance(layer, TPBlock):
-            want = layer.expected_local(ref.layers[i])
-            for name, p in layer.named_parameters():
-                torch.testing.assert_close(p.detach(), want[name], rtol=1e-4, atol=1e-5)
+            theirs = layer.expected_local(want.layers[i])
         else:
-            for p, q in zip(layer.parameters(), ref.layers[i].parameters()):
-                torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
-    return {"label": grid.describe(rank), "dp": dp, "tp": tp, "steps": steps, "batch": batch,
-            "losses": losses, "reference_losses": ref_losses,
-            "all": moved.summary(), "dp_per_step": dp_traffic.summary(),
-            "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
+            theirs = {n: q.detach() for n, q in want.layers[i].named_parameters()}
+        param_diffs += [close(p.detach(), theirs[n], f"layers.{i}.{n}", rtol=1e-4, atol=1e-5)
+                        for n, p in mine.items()]
+    return {"max_loss_diff": loss_diff, "max_param_diff": max(param_diffs),
+            "params_checked": len(param_diffs)}
 
 
 def stage_bounds(n_layers: int, stages: int) -> list[int]:
@@ -229,6 +252,10 @@ def report(values: list[dict], cfg: ModelConfig | None = None) -> tuple[str, boo
                      f"equal (to 1e-5 relative): {equal}; "
                      f"identical on all ranks: {same}")
         lines += [f"   {v[key]['label']:32s} calls {v[key]['all']['calls']}" for v in values]
+        if key == "dp_tp" and all("pytorch" in v[key] for v in values):
+            text, held = pytorch_report([v[key]["pytorch"] for v in values])
+            lines.append(text)
+            ok &= held
     tp = values[0]["dp_tp"]
     counted = sorted({v["dp_tp"]["all"]["calls"]["all_reduce"] // tp["steps"] for v in values})
     ok &= counted == [4 * L + 1]

@@ -1,5 +1,6 @@
-"""Two-axis layouts on 4 ranks train exactly like one process (asserted inside the ranks),
-and each axis moves exactly the bytes its formula says; so do the DP and ZeRO rows of the map."""
+"""Two-axis layouts on 4 ranks train exactly like one process (asserted inside the ranks), DP x TP
+also exactly like PyTorch's 2-D DeviceMesh run, and each axis moves exactly the bytes its formula
+says; so do the DP and ZeRO rows of the map."""
 
 import pytest
 
@@ -20,6 +21,7 @@ def test_dp_tp_and_dp_pp_match_single_process_training_and_the_map_rows_hold():
                                    2: 2 * (n - 1) * psi_e // n, 3: 3 * (n - 1) * psi_e // n}
         tp, pp = v["compose"]["dp_tp"], v["compose"]["dp_pp"]
         assert tp["losses"] == pytest.approx(tp["reference_losses"], rel=1e-5)
+        assert tp["pytorch"]["max_param_diff"] < 1e-5  # the launch the chapter shows checks it too
         per_dp = tp["batch"] // tp["dp"]
         # TP: 4 all-reduces of (b/dp) s h per layer per step; DP: one of the local parameters
         assert tp["dp_per_step"]["payload_bytes"] == {"all_reduce": tp["local_param_bytes"]}
@@ -32,6 +34,30 @@ def test_dp_tp_and_dp_pp_match_single_process_training_and_the_map_rows_hold():
         assert pp["dp_per_step"]["payload_bytes"] == {"all_reduce": pp["local_param_bytes"]}
     from playground.compose import report
     assert report([v["compose"] for v in values], cfg)[1]  # what the chapter prints holds
+
+
+def test_dp_tp_equals_pytorch_2d_mesh_dtensor_tp_with_fsdp2_dp():
+    """PyTorch's production DP x TP: a 2-D DeviceMesh ("dp", "tp"), DTensor ColwiseParallel /
+    RowwiseParallel on the tp sub-mesh, fully_shard (FSDP2) on the dp sub-mesh, trained from the
+    same weights on the same batches with the same SGD + momentum.  Every rank asserts with
+    assert_close that its losses and every parameter shard of ours equal PyTorch's (gathered
+    with full_tensor()); here, what it reports."""
+    import torch
+
+    from playground.compose import train_dp_tp
+    from playground.launch import run
+    L = ModelConfig().n_layers
+    for ours in run(train_dp_tp, 4, 2, 2, quiet=True):  # dp=2, tp=2, 3 steps, batch 8
+        theirs = ours["pytorch"]
+        assert theirs["mesh"] == ("dp", "tp") and theirs["mesh_shape"] == (2, 2)
+        # a TP weight really is split on both axes: rows over tp, and those rows again over dp
+        assert len(theirs["fc1_placements"]) == 2
+        assert all("Shard(dim=0" in p for p in theirs["fc1_placements"])
+        torch.testing.assert_close(torch.tensor(theirs["losses"]), torch.tensor(ours["losses"]),
+                                   rtol=1e-5, atol=1e-6)
+        # every parameter tensor of ours: embedding 2, 12 per TP block (fused q|k|v), head 4
+        assert theirs["params_checked"] == 2 + 12 * L + 4
+        assert theirs["max_loss_diff"] < 1e-5 and theirs["max_param_diff"] < 1e-5
 
 
 def test_key_bias_gradient_is_rounding_noise_that_adam_would_blow_up():
