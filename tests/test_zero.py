@@ -277,28 +277,19 @@ def test_differences_from_plain_names_the_key_biases():
 
 
 @pytest.mark.parametrize("n", [2, 4])
-def test_stage0_equals_ddp(runs, n):
-    """Stage 0 is plain data parallelism: the same parameters as torch's DDP with Adam."""
-    ours = runs[n][0][("zero", 0, "fp32")]["params"]
-    theirs = runs[n][0][("ddp",)]["params"]
+@pytest.mark.parametrize("stage, theirs, held", [
+    (0, ("ddp",), ("total", 16)),              # plain DP: all 16 bytes/param on every rank
+    (1, ("zero_optim",), ("optimizer", 8)),    # Adam's two moments, sharded over N_d ranks
+])
+def test_stages_0_and_1_equal_ddp_and_zero_redundancy_optimizer(runs, n, stage, theirs, held):
+    ours = runs[n][0][("zero", stage, "fp32")]["params"]
+    other = runs[n][0][theirs]
     keep = torch.ones_like(ours, dtype=torch.bool) if n == 2 else ~_key_bias_mask()
     # two ranks add a + b in either order alike: bitwise; four ranks: gloo adds in its own order
-    torch.testing.assert_close(ours[keep], theirs[keep], rtol=0 if n == 2 else None,
+    torch.testing.assert_close(ours[keep], other["params"][keep], rtol=0 if n == 2 else None,
                                atol=0 if n == 2 else None)
-    # and DDP replicates everything, as stage 0 does: 16 bytes per parameter on every rank
-    assert runs[n][0][("ddp",)]["state_bytes"]["total"] == 16 * PSI
-
-
-@pytest.mark.parametrize("n", [2, 4])
-def test_stage1_equals_zero_redundancy_optimizer(runs, n):
-    ours = runs[n][0][("zero", 1, "fp32")]["params"]
-    theirs = runs[n][0][("zero_optim",)]["params"]
-    keep = torch.ones_like(ours, dtype=torch.bool) if n == 2 else ~_key_bias_mask()
-    # two ranks add a + b in either order alike: bitwise; four ranks: gloo adds in its own order
-    torch.testing.assert_close(ours[keep], theirs[keep], rtol=0 if n == 2 else None,
-                               atol=0 if n == 2 else None)
-    # both keep Adam's state sharded: 8 bytes/param over N_d ranks
-    assert runs[n][0][("zero_optim",)]["state_bytes"]["optimizer"] == 8 * PSI // n
+    part, bytes_per_param = held
+    assert other["state_bytes"][part] == bytes_per_param * PSI // (n if stage else 1)
 
 
 def _fsdp2_state_bytes(n: int) -> int:
