@@ -261,7 +261,7 @@ def table(check: dict) -> str:
     lines = [f"ping-pong fit: alpha = {ab.alpha_s * 1e6:.0f} us, 1/beta = {ab.bandwidth_gb_s:.2f} "
              f"GB/s; add: 1/gamma = {1e-9 / ab.gamma_s_per_byte:.1f} GB/s; {check['cores']} "
              f"usable cores",
-             f"Eq. (eq-alpha-beta) against the ping-pong: worst relative error over 4 B..16 MiB "
+             f"t(m) = alpha + m beta against the ping-pong: worst relative error over 4 B..16 MiB "
              f"{check['misfit']:.0%}",
              f"{'size':>8s} {'algorithm':17s} {'measured ms':>12s} {'spread':>7s} "
              f"{'per-link ms':>12s} {'predicted ms':>13s} {'meas/pred':>9s}"]
@@ -271,7 +271,7 @@ def table(check: dict) -> str:
                      f"{r['per_link_s'] * 1e3:12.2f} {r['predicted_s'] * 1e3:13.2f} "
                      f"{r['ratio']:9.2f}")
     over = check["over_bound"].values()
-    lines.append(f"{size / 2 ** 20:g} MiB: measured / machine bound of Eq. (eq-t-machine), "
+    lines.append(f"{size / 2 ** 20:g} MiB: measured / shared-machine bound, "
                  f"{check['bound_s'] * 1e3:.2f} ms: {min(over):.2f} to {max(over):.2f} over the "
                  f"{len(check['over_bound'])} algorithms")
     if "ps_over_ring" in check:

@@ -194,7 +194,7 @@ def print_bubble_table(rows) -> None:
         print(f"{r['schedule']:11s} {r['K']:2d} {r['M']:2d} {r['V']:2d} {r['measured']:7.3f} "
               f"{r['formula']:8.3f} {r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {predicted:>8s} "
               f"{handoff:>7s} {r['overruns']:8d}")
-    print("bubble: median measured (Eq. eq-pp-measured) beside (K-1)/(V·M+K-1); step: median "
+    print("bubble: median measured idle share beside (K-1)/(V·M+K-1); step: median "
           "measured beside (V·M+K-1)/(V·M)·(T_F+T_B);\nc: fixed cost per action that would "
           "explain the difference, T_step = (V·M+K-1)·((t_f+t_b)/V + 2c); "
           "overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
