@@ -11,9 +11,10 @@
 
 Each run trains ``steps`` SGD steps and asserts, every step, that its loss equals the
 single-process loss, and at the end that every parameter shard equals the matching slice of the
-single-process model (``assert_close``).  DP x TP is also checked, losses and every parameter,
-against PyTorch's production 2-D run (``compose_torch``: DeviceMesh, DTensor TP, FSDP2).  Traffic
-is counted per axis with ``playground.comm``.
+single-process model (``assert_close``).  Both are also checked, losses and every parameter,
+against PyTorch's production 2-D runs (``compose_torch``: DeviceMesh with DTensor TP or
+``torch.distributed.pipelining``'s GPipe, and FSDP2 over "dp").  Traffic is counted per axis with
+``playground.comm``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import torch.distributed as dist
 from torch import nn
 
 from playground import comm
-from playground.compose_torch import pytorch_report, train_dp_tp_torch
+from playground.compose_torch import (pytorch_pp_report, pytorch_report, train_dp_pp_torch,
+                                      train_dp_tp_torch)
 from playground.grid import RankGrid
 from playground.launch import device
 from playground.launch_cli import cli
@@ -120,27 +122,33 @@ def train_dp_tp(rank: int, world_size: int, dp: int, tp: int, steps: int = 3, ba
            "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
     if pytorch:  # PyTorch's own 2-D DP x TP, same weights, batches and optimizer: checked first
         theirs = train_dp_tp_torch(dp, tp, steps, batch, _optimizer, cfg)
-        diffs = _check_dp_tp(model, losses, theirs.pop("model"), theirs["losses"], "PyTorch 2-D")
+        diffs = _check(model.layers, losses, theirs.pop("model").layers, theirs["losses"],
+                       "DPxTP, PyTorch 2-D")
         out["pytorch"] = {**theirs, **diffs}
-    _check_dp_tp(model, losses, ref, ref_losses, "single process")
+    _check(model.layers, losses, ref.layers, ref_losses, "DPxTP, single process")
     return out
 
 
-def _check_dp_tp(model, losses, want, want_losses, against: str) -> dict:
-    """assert_close of the losses and of every parameter (TP blocks: this rank's shard of the
-    matching block of ``want``); returns the largest differences and how many tensors."""
-    def close(a, b, what, **tol):
-        torch.testing.assert_close(a, b, **tol, msg=lambda m: f"DPxTP vs {against}, {what}: {m}")
-        return (a - b).abs().max().item()
-    loss_diff = close(torch.tensor(losses), torch.tensor(want_losses), "losses", rtol=1e-5, atol=1e-6)
+def _close(a, b, what: str, rtol=1e-4, atol=1e-5) -> float:
+    """assert_close (fp32 tolerances) naming ``what``; returns the largest difference."""
+    torch.testing.assert_close(a, b, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+    return (a - b).abs().max().item()
+
+
+def _check(layers, losses, want_layers, want_losses, against: str) -> dict:
+    """assert_close of the losses and of every parameter of ``layers`` (TP blocks: this rank's
+    shard of the matching layer of ``want_layers``); returns the largest differences and how many
+    tensors."""
+    loss_diff = _close(torch.tensor(losses), torch.tensor(want_losses), f"vs {against}, losses",
+                       rtol=1e-5, atol=1e-6)
     param_diffs = []
-    for i, layer in enumerate(model.layers):
+    for i, layer in enumerate(layers):
         mine = dict(layer.named_parameters())
         if isinstance(layer, TPBlock):
-            theirs = layer.expected_local(want.layers[i])
+            theirs = layer.expected_local(want_layers[i])
         else:
-            theirs = {n: q.detach() for n, q in want.layers[i].named_parameters()}
-        param_diffs += [close(p.detach(), theirs[n], f"layers.{i}.{n}", rtol=1e-4, atol=1e-5)
+            theirs = {n: q.detach() for n, q in want_layers[i].named_parameters()}
+        param_diffs += [_close(p.detach(), theirs[n], f"vs {against}, layer {i}, {n}")
                         for n, p in mine.items()]
     return {"max_loss_diff": loss_diff, "max_param_diff": max(param_diffs),
             "params_checked": len(param_diffs)}
@@ -154,8 +162,10 @@ def stage_bounds(n_layers: int, stages: int) -> list[int]:
 
 
 def train_dp_pp(rank: int, world_size: int, dp: int, pp: int, steps: int = 3, batch: int = 8,
-                micro_batches: int = 2, cfg: ModelConfig | None = None) -> dict:
-    """Rank worker for a DP x PP grid (GPipe schedule inside each pipeline)."""
+                micro_batches: int = 2, cfg: ModelConfig | None = None, pytorch: bool = True) -> dict:
+    """Rank worker for a DP x PP grid (GPipe schedule inside each pipeline).  With ``pytorch`` it
+    also trains PyTorch's 2-D DP x PP run (``compose_torch``) and checks this rank's stage and
+    the losses against it (under ``"pytorch"``)."""
     cfg, dev = cfg or ModelConfig(), device()
     grid = RankGrid(dp=dp, pp=pp)
     _check_run(steps, batch, dp, micro_batches)
@@ -210,15 +220,17 @@ def train_dp_pp(rank: int, world_size: int, dp: int, pp: int, steps: int = 3, ba
     last = torch.tensor(losses if k == pp - 1 else [0.0] * steps, dtype=torch.float64, device=dev)
     dist.all_reduce(last)  # every rank learns the pipelines' mean loss (bookkeeping)
     losses = (last / dp).float().cpu().tolist()
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses),
-                               rtol=1e-5, atol=1e-6)
-    for p, q in zip(stage.parameters(), ref_stage.parameters()):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-4, atol=1e-5)
-    return {"label": grid.describe(rank), "stage_layers": (bounds[k], bounds[k + 1]),
-            "dp": dp, "pp": pp, "steps": steps, "batch": batch, "micro_batches": micro_batches,
-            "losses": losses, "reference_losses": ref_losses, "all": moved.summary(),
-            "dp_per_step": dp_traffic.summary(),
-            "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
+    out = {"label": grid.describe(rank), "stage_layers": (bounds[k], bounds[k + 1]),
+           "dp": dp, "pp": pp, "steps": steps, "batch": batch, "micro_batches": micro_batches,
+           "losses": losses, "reference_losses": ref_losses, "all": moved.summary(),
+           "dp_per_step": dp_traffic.summary(),
+           "local_param_bytes": sum(p.numel() * p.element_size() for p in params)}
+    if pytorch:  # PyTorch's pipelining + FSDP2 on a 2-D mesh, same weights, batches, optimizer
+        theirs = train_dp_pp_torch(dp, pp, steps, batch, micro_batches, bounds, _optimizer, cfg)
+        diffs = _check(stage, losses, theirs.pop("stage"), theirs["losses"], "DPxPP, PyTorch 2-D")
+        out["pytorch"] = {**theirs, **diffs, "dp": dp}
+    _check(stage, losses, ref_stage, ref_losses, "DPxPP, single process")
+    return out
 
 
 def check_world_size(world_size: int) -> None:
@@ -252,8 +264,9 @@ def report(values: list[dict], cfg: ModelConfig | None = None) -> tuple[str, boo
                      f"equal (to 1e-5 relative): {equal}; "
                      f"identical on all ranks: {same}")
         lines += [f"   {v[key]['label']:32s} calls {v[key]['all']['calls']}" for v in values]
-        if key == "dp_tp" and all("pytorch" in v[key] for v in values):
-            text, held = pytorch_report([v[key]["pytorch"] for v in values])
+        if all("pytorch" in v[key] for v in values):
+            text, held = (pytorch_report if key == "dp_tp" else pytorch_pp_report)(
+                [v[key]["pytorch"] for v in values])
             lines.append(text)
             ok &= held
     tp = values[0]["dp_tp"]

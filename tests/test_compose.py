@@ -1,6 +1,6 @@
 """Two-axis layouts on 4 ranks train exactly like one process (asserted inside the ranks), DP x TP
-also exactly like PyTorch's 2-D DeviceMesh run, and each axis moves exactly the bytes its formula
-says; so do the DP and ZeRO rows of the map."""
+and DP x PP also exactly like PyTorch's 2-D DeviceMesh runs, and each axis moves exactly the bytes
+its formula says; so do the DP and ZeRO rows of the map."""
 
 import pytest
 
@@ -21,7 +21,8 @@ def test_dp_tp_and_dp_pp_match_single_process_training_and_the_map_rows_hold():
                                    2: 2 * (n - 1) * psi_e // n, 3: 3 * (n - 1) * psi_e // n}
         tp, pp = v["compose"]["dp_tp"], v["compose"]["dp_pp"]
         assert tp["losses"] == pytest.approx(tp["reference_losses"], rel=1e-5)
-        assert tp["pytorch"]["max_param_diff"] < 1e-5  # the launch the chapter shows checks it too
+        # the launch the chapter shows checks both layouts against PyTorch too
+        assert tp["pytorch"]["max_param_diff"] < 1e-5 and pp["pytorch"]["max_param_diff"] < 1e-5
         per_dp = tp["batch"] // tp["dp"]
         # TP: 4 all-reduces of (b/dp) s h per layer per step; DP: one of the local parameters
         assert tp["dp_per_step"]["payload_bytes"] == {"all_reduce": tp["local_param_bytes"]}
@@ -58,6 +59,37 @@ def test_dp_tp_equals_pytorch_2d_mesh_dtensor_tp_with_fsdp2_dp():
         # every parameter tensor of ours: embedding 2, 12 per TP block (fused q|k|v), head 4
         assert theirs["params_checked"] == 2 + 12 * L + 4
         assert theirs["max_loss_diff"] < 1e-5 and theirs["max_param_diff"] < 1e-5
+
+
+def test_dp_pp_equals_pytorch_2d_mesh_pipelining_gpipe_with_fsdp2_dp():
+    """PyTorch's production DP x PP: a 2-D DeviceMesh ("dp", "pp"), torch.distributed.pipelining
+    (PipelineStage of the same layer slice as ours, ScheduleGPipe with the same 2 micro-batches,
+    gradients scaled by 1/2 as our loss is) on the pp sub-mesh's group, fully_shard (FSDP2) of the
+    stage on the dp sub-mesh, trained from the same weights on the same batches with the same
+    SGD + momentum.  Every rank asserts with assert_close that its losses and every parameter of
+    its stage equal PyTorch's (gathered with full_tensor()); here, what it reports."""
+    import torch
+
+    from playground.compose import stage_bounds, train_dp_pp
+    from playground.launch import run
+    from playground.model import build_model
+    layers = build_model(ModelConfig()).layers
+    cut = stage_bounds(len(layers), 2)
+    values = run(train_dp_pp, 4, 2, 2, quiet=True)  # dp=2, pp=2, 3 steps, batch 8, 2 micro-batches
+    for rank, ours in enumerate(values):
+        theirs, k = ours["pytorch"], rank % 2  # grid (dp, pp): pp is the fast axis
+        assert theirs["mesh"] == ("dp", "pp") and theirs["mesh_shape"] == (2, 2)
+        assert theirs["schedule"] == "ScheduleGPipe" and theirs["micro_batches"] == 2
+        assert theirs["dp_sharded"] == "DTensor"  # FSDP2 really sharded the stage over dp
+        torch.testing.assert_close(torch.tensor(theirs["losses"]), torch.tensor(ours["losses"]),
+                                   rtol=1e-5, atol=1e-6)
+        # every parameter tensor of this rank's stage was compared
+        stage_params = sum(1 for m in layers[cut[k]:cut[k + 1]] for _ in m.parameters())
+        assert theirs["params_checked"] == stage_params
+        assert theirs["max_loss_diff"] < 1e-5 and theirs["max_param_diff"] < 1e-5
+    from playground.compose_torch import pytorch_pp_report
+    text, held = pytorch_pp_report([v["pytorch"] for v in values])
+    assert held and f"all {sum(1 for _ in build_model(ModelConfig()).parameters())} parameter" in text
 
 
 def test_key_bias_gradient_is_rounding_noise_that_adam_would_blow_up():
