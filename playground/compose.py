@@ -7,7 +7,7 @@
   pipelines see different halves of the batch and average gradients over the DP group.
 
 ``report`` sets the counted calls and bytes beside their formulas for the chapter, and
-``key_bias_report`` measures why the runs use SGD rather than Adam.
+``key_bias_report`` (``playground.key_bias``) measures why the runs use SGD rather than Adam.
 
 Each run trains ``steps`` SGD steps and asserts, every step, that its loss equals the
 single-process loss, and at the end that every parameter shard equals the matching slice of the
@@ -29,6 +29,7 @@ from playground import comm
 from playground.compose_torch import (pytorch_pp_report, pytorch_report, train_dp_pp_torch,
                                       train_dp_tp_torch)
 from playground.grid import RankGrid
+from playground.key_bias import key_bias_gradients, key_bias_report  # re-exported
 from playground.launch import device
 from playground.launch_cli import cli
 from playground.model import (ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch,
@@ -281,35 +282,6 @@ def report(values: list[dict], cfg: ModelConfig | None = None) -> tuple[str, boo
     lines.append(f"DPxPP bytes sent per rank per step: (b/dp)·s·h·e = {predicted:,} B; "
                  f"counted {counted}")
     return "\n".join(lines), ok
-
-
-def key_bias_gradients(cfg: ModelConfig | None = None, batch: int = 8, step: int = 0) -> dict:
-    """|gradient| of the attention key biases and of every other parameter after one backward of
-    the single-process reference, and Adam's first step on the key biases as a fraction of the
-    learning rate, |g| / (|g| + eps) (Adam's default eps)."""
-    cfg = cfg or ModelConfig()
-    model = build_model(cfg, seed=0)
-    inputs, targets = synthetic_batch(cfg, batch, step)
-    loss_fn(model(inputs), targets).backward()
-    key, other = [], []
-    for name, p in model.named_parameters():
-        (key if name.endswith("attn.wk.bias") else other).append(p.grad.abs().flatten())
-    key, other = torch.cat(key), torch.cat(other)
-    eps = torch.optim.Adam([torch.zeros(1)]).defaults["eps"]
-    adam = key / (key + eps)
-    return {"count": key.numel(), "median": key.median().item(), "max": key.max().item(),
-            "other_median": other.median().item(), "eps": eps,
-            "adam_median": adam.median().item(), "adam_max": adam.max().item()}
-
-
-def key_bias_report(cfg: ModelConfig | None = None) -> str:
-    """What ``key_bias_gradients`` measures, in two lines."""
-    g = key_bias_gradients(cfg)
-    return (f"key biases ({g['count']} values): |gradient| median {g['median']:.0e}, largest "
-            f"{g['max']:.0e} (rounding noise; median of every other parameter {g['other_median']:.0e})\n"
-            f"first step, as a fraction of the learning rate: Adam |g|/(|g| + eps), eps = "
-            f"{g['eps']:.0e}: median {100 * g['adam_median']:.0f}%, largest "
-            f"{100 * g['adam_max']:.0f}%; SGD |g|: at most {g['max']:.0e} of it")
 
 
 def _report(values) -> None:
