@@ -13,15 +13,17 @@ read memory from here.
 from __future__ import annotations
 
 import math
+import numbers
 
 from playground import hardware, zero_memory
 
-__all__ = ["PlanError", "MEMORY_RESERVE", "model_state_bytes", "activation_bytes_per_layer",
+__all__ = ["PlanError", "MEMORY_RESERVE", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
            "usable_memory_bytes", "per_gpu_memory", "forced_parallelism"]
 
 # Share of HBM a plan leaves free for what the formulas do not count: the CUDA context and cuBLAS
 # workspace, NCCL buffers, allocator fragmentation, and the last stage's logits and loss.
 MEMORY_RESERVE = 0.10
+RECOMPUTE = ("none", "selective", "full")
 
 
 class PlanError(ValueError):
@@ -63,6 +65,12 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     go (34 -> 32, 10 -> 8) and the scores cost 2 a s^2 b instead of 5; a fused (flash) attention
     kernel keeps no scores at all, only a 4-byte log-sum-exp per row (4 a s b).
     """
+    if recompute not in RECOMPUTE:
+        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("hidden", hidden),
+                        ("heads", heads), ("tp", tp)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise PlanError(f"{name} must be a whole number >= 1, got {value!r}")
     s, b, h, a, t = seq_len, micro_batch, hidden, heads, tp
     if recompute == "full":
         return 2 * s * b * h / (t if sequence_parallel else 1)
@@ -77,8 +85,13 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
 
 
 def usable_memory_bytes(gpu) -> float:
-    """The bytes of HBM a plan may fill: the capacity less ``MEMORY_RESERVE`` of it."""
-    return gpu.hbm_bytes * (1 - MEMORY_RESERVE)
+    """The bytes of HBM a plan may fill: the capacity less ``MEMORY_RESERVE`` of it.  ``gpu``: a
+    ``hardware`` entry or its name."""
+    try:
+        spec = hardware.gpu(gpu)
+    except hardware.UnknownGPUError as e:
+        raise PlanError(str(e)) from None
+    return spec.hbm_bytes * (1 - MEMORY_RESERVE)
 
 
 def per_gpu_memory(params, arch, tp, pp, dp, zero_stage, recompute, micro_batch, opt_bytes) -> dict:
@@ -102,6 +115,9 @@ def forced_parallelism(params: float, arch: dict, gpu, gpus: int | None = None,
     ``usable_memory_bytes`` (HBM less ``MEMORY_RESERVE``).
     ``fits`` is False (and the most sharded layout tried is reported) when nothing fits.
     """
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral)
+                             or gpus < 1):
+        raise PlanError(f"gpus must be a whole number >= 1 (or None), got {gpus!r}")
     spec = hardware.gpu(gpu)
     tps = [t for t in (2 ** k for k in range(8)) if t <= spec.gpus_per_node and arch["heads"] % t == 0]
     pps = range(1, arch["layers"] + 1)

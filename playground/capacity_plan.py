@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 
 from playground import hardware
-from playground.capacity_memory import (MEMORY_RESERVE, PlanError, activation_bytes_per_layer,
-                                        forced_parallelism, model_state_bytes, per_gpu_memory,
-                                        usable_memory_bytes)
+from playground.capacity_memory import (MEMORY_RESERVE, RECOMPUTE, PlanError,
+                                        activation_bytes_per_layer, forced_parallelism,
+                                        model_state_bytes, per_gpu_memory, usable_memory_bytes)
 from playground.published_runs import HIGHEST_PUBLISHED_MFU, MAX_REPORTED_MFU
 from playground.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
 
@@ -27,7 +27,6 @@ __all__ = ["plan", "PlanError", "model_state_bytes", "activation_bytes_per_layer
            "infer_architecture", "per_gpu_memory", "usable_memory_bytes", "report", "DEFAULT_MFU",
            "MEMORY_RESERVE", "main"]
 
-RECOMPUTE = ("none", "selective", "full")
 DEFAULT_MFU = 0.40          # used only when neither --mfu nor --achieved-tflops is given; said so
 DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4M, GPT-3/Llama-2 scale)
 DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 2048, 50257

@@ -211,7 +211,7 @@ def exposed_after_backward(backward_s: float, buckets: int, bucket_s: float) -> 
     all-reduce takes ``bucket_s``, one after another: max(bucket_s, buckets·bucket_s - (buckets-1)
     ·backward_s/buckets).  When the all-reduces keep up with backward only the last is exposed;
     when they do not, the backlog is."""
-    if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 1:
+    if isinstance(buckets, bool) or not isinstance(buckets, numbers.Integral) or buckets < 1:
         raise ValueError(f"buckets must be an integer >= 1, got {buckets!r}")
     for name, value in (("backward_s", backward_s), ("bucket_s", bucket_s)):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) \

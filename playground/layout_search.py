@@ -28,11 +28,13 @@ def _divisors(n: int) -> list[int]:
 
 def candidate_layouts(model: Model, gpus: int, global_batch: int, micro_batches=(1, 2, 4, 8),
                       vpps=(1, 2, 4), **common) -> list[Layout]:
-    """Every layout Megatron-LM can run (memory not yet checked): t divides the heads, d b divides
-    the batch, p v divides the layers, and with v > 1, p > 2 and p divides the micro-batches."""
+    """Every layout Megatron-LM can run (memory not yet checked): t divides the heads (and divides,
+    or is a multiple of, the key/value heads), d b divides the batch, p v divides the layers, and
+    with v > 1, p > 2 and p divides the micro-batches."""
     out = []
+    kv = model.kv_heads or model.heads
     for tp in _divisors(gpus):
-        if model.heads % tp:
+        if model.heads % tp or (kv % tp and tp % kv):
             continue
         for pp in _divisors(gpus // tp):
             if model.layers % pp:
@@ -70,7 +72,7 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
         raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
     if gpus > min(model.heads * model.layers * global_batch, 10 ** 12):  # TP x PP x DP at most
         raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "
-                        f"with TP dividing the {model.heads} heads and PP at most {model.layers} layers")
+                        f"with TP dividing the {model.heads} heads and PP dividing the {model.layers} layers")
     layouts = candidate_layouts(model, gpus, global_batch, micro_batches, vpps, **common)
     if not layouts:
         raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "

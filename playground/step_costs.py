@@ -265,6 +265,7 @@ def memory_per_gpu(model: Model, layout: Layout) -> dict:
     parallelism, as the layout says) for the micro-batches a stage holds in flight (1F1B:
     min(p, m); the first stage is the fullest).  ``usable`` is the HBM a layout may fill
     (``capacity_memory.usable_memory_bytes``); the caller compares ``total`` with it."""
+    check_layout(model, layout)
     p, t = layout.pp, layout.tp
     stage_layers = math.ceil(model.layers / p)
     states = capacity_memory.model_state_bytes(model.param_count * stage_layers / model.layers / t,

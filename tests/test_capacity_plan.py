@@ -374,3 +374,20 @@ def test_bad_input_from_a_real_process_is_one_line_and_exit_2():
     out = _cli("--params", "7B", "--tokens", "1T", "--gpu", "TPUv9")
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("capacity_plan: error: unknown GPU")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: cp.activation_bytes_per_layer(2048, 1, 4096, 32, "Full"), "recompute must be one of"),
+    (lambda: cp.activation_bytes_per_layer(2048, 1, 4096, 32, "full", tp=0), "tp must be a whole"),
+    (lambda: cp.activation_bytes_per_layer(2048, -1, 4096, 32), "micro_batch must be a whole"),
+    (lambda: cp.usable_memory_bytes("H1000"), "H1000"),
+    (lambda: cp.forced_parallelism(70e9, cp.infer_architecture(70e9), "H100", gpus=0), "gpus must be"),
+])
+def test_memory_formulas_refuse_bad_input_in_one_line(call, message):
+    with pytest.raises(cp.PlanError, match=message):
+        call()
+
+
+def test_usable_memory_takes_a_gpu_or_its_name():
+    assert cp.usable_memory_bytes("H100") == cp.usable_memory_bytes(hardware.gpu("H100")) \
+        == pytest.approx(0.9 * 80e9)

@@ -183,6 +183,19 @@ def test_search_proposes_only_layouts_megatron_can_run():
     assert Layout(8, 2, 96, 1, 2304, vpp=2) not in layouts   # interleaving needs p > 2
 
 
+def test_search_skips_tp_that_splits_grouped_key_value_heads():
+    """With 8 key/value heads TP must divide 8 or be a multiple of it: TP = 3 is skipped, not
+    an error that stops the search."""
+    gqa = replace(GPT175, kv_heads=8)
+    assert all(8 % lay.tp == 0 or lay.tp % 8 == 0 for lay in candidate_layouts(gqa, 1536, 2304))
+    assert search(gqa, A100, 1536, 2304)["ranked"]
+
+
+def test_memory_per_gpu_refuses_a_layout_it_cannot_run():
+    with pytest.raises(PlanError, match="recompute must be one of"):
+        memory_per_gpu(GPT175, Layout(8, 8, 24, 1, 2304, recompute="oops"))
+
+
 @pytest.mark.parametrize("layout,message", [
     (Layout(7, 8, 24, 1, 2304), "TP=7 does not divide the 96 attention heads"),
     (Layout(8, 81, 1, 1, 2304), "PP=81 is more than the 80 layers"),
