@@ -19,7 +19,8 @@ paying one α: a ring step (one of each) pays one; the parameter server, which p
 receives at once and then its n-1 sends, pays 2(n-1), because posting messages together overlaps
 their flight but not the handling of each one.  (On shared CPU cores the messages of all ranks add
 up instead, like their bytes below: there the sharded server, which also posts two batches, is
-measured as slow as the ring, see ``allreduce_lab.tiny_all_reduces``.)
+measured nowhere near the 3x faster that one α per batch would give, see
+``allreduce_lab.tiny_all_reduces``.)
 
 The model assumes each rank has its own link and can send and receive at full speed at the same
 time, as GPUs with their own NVLink ports and NICs can.  On one CPU box the "links" are cores
