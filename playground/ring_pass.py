@@ -16,7 +16,12 @@ from playground import comm
 from playground.launch import device
 from playground.launch_cli import cli
 
-__all__ = ["pass_around_ring", "predicted_bytes", "time_ring_hop"]
+__all__ = ["pass_around_ring", "predicted_bytes", "time_ring_hop", "trivial"]
+
+
+def trivial(rank: int, world_size: int) -> int:
+    """The cheapest rank function: timing it times the launch itself (chapter 0, ``bench launch``)."""
+    return rank
 
 
 def _check_numel(numel, least: int = 0) -> None:

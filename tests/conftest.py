@@ -1,7 +1,13 @@
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(__file__))  # rank functions in tests/*.py must be importable
+# Rank functions in tests/**/*.py must be importable by name in the ranks the launcher starts:
+# the tests folder and each of its part folders (tests/<part>/ mirrors playground/<part>/).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _folder in sorted(os.listdir(_HERE)):
+    if os.path.isdir(os.path.join(_HERE, _folder)) and not _folder.startswith((".", "_")):
+        sys.path.insert(0, os.path.join(_HERE, _folder))
+sys.path.insert(0, _HERE)
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 

@@ -10,10 +10,10 @@ import pytest
 ipywidgets = pytest.importorskip("ipywidgets")
 
 EXPLORERS = [
-    ("playground.allreduce_lab", "cost_explorer"),
-    ("playground.pipeline_report", "bubble_explorer"),
-    ("playground.zero_memory", "explorer"),
-    ("playground.figures.capacity", "explorer"),
+    ("playground.data_parallel", "cost_explorer"),
+    ("playground.pipeline_parallel", "bubble_explorer"),
+    ("playground.zero", "explorer"),
+    ("playground.planner", "explorer"),
     ("playground.systems_map", "placement_explorer"),
 ]
 

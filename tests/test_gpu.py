@@ -54,8 +54,8 @@ def test_mfu_benchmark_reports_a_plausible_mfu():
 def test_every_pipeline_schedule_on_nccl_equals_single_process():
     # NCCL matches point-to-point messages in order (no tags): this is where a schedule whose
     # send and receive orders disagreed would fail
-    from playground.pipeline import PipeSpec, run_pipeline
-    from playground.pipeline_report import reference_step
+    from playground.pipeline_parallel import PipeSpec, run_pipeline
+    from playground.pipeline_parallel import reference_step
     if _world() < 2:
         pytest.skip(f"a pipeline on NCCL needs >= 2 GPUs, this machine has {_world()}")
     K = 2

@@ -202,7 +202,7 @@ def _cli(*args, **kw):
 
 def test_cli_refuses_bad_input_in_one_line_before_any_rank_starts():
     """A world size the demo cannot use, a bad --timeout, too many ranks: one line, exit 2."""
-    cases = [(("playground.compose", "--nproc", "3"), "error: compose_runs lays out a 2 x 2 grid"),
+    cases = [(("playground.systems_map.compose", "--nproc", "3"), "error: compose_runs lays out a 2 x 2 grid"),
              (("playground.ring_pass", "--timeout", "nan"), "error: --timeout must be a finite"),
              (("playground.ring_pass", "--nproc", "1000"), "error: world_size 1000 is more local")]
     for args, message in cases:

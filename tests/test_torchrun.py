@@ -33,14 +33,14 @@ def test_a_demo_whose_report_launches_more_runs_under_torchrun():
     """systems_map's report runs further collective jobs: every rank must take part in them."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
-                          "-m", "playground.systems_map"], cwd=ROOT, env=env, capture_output=True,
+                          "-m", "playground.systems_map.placement"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("TP + SP        measured") == 1 and "DIFFERENT" not in out.stdout
 
 
 def test_a_world_size_the_demo_cannot_use_is_refused_by_every_rank_in_one_line():
-    out = _torchrun("-m", "playground.compose")   # a 2 x 2 grid on a job of 2
+    out = _torchrun("-m", "playground.systems_map.compose")   # a 2 x 2 grid on a job of 2
     assert out.returncode != 0
     ours = [l for l in out.stderr.splitlines() if "compose_runs" in l]
     assert ours == ["error: compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got 2"] * 2, out.stderr

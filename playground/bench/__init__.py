@@ -3,7 +3,7 @@
 Each benchmark is a module ``playground/bench/<name>.py`` with a one-line docstring,
 ``add_arguments(parser)`` and ``run(args) -> dict``.  Speed and memory targets live here, as
 ratios measured side by side in one run; tests check correctness, never wall-clock.  Results
-carry their provenance (``playground.provenance``) and ``--save`` keeps them under ``results/``.
+carry their provenance (``playground.results.provenance``) and ``--save`` keeps them under ``results/``.
 """
 
 from __future__ import annotations

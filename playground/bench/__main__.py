@@ -9,7 +9,7 @@ from pathlib import Path
 
 from playground.bench import benchmarks
 from playground.launch import LaunchError, is_main_process
-from playground.provenance import provenance
+from playground.results import provenance
 
 RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "results"
 

@@ -1,8 +1,8 @@
-"""Ring all-reduce (point-to-point, playground.ring) against the built-in dist.all_reduce: time and busbw."""
+"""Ring all-reduce (point-to-point, playground.data_parallel.ring) against the built-in dist.all_reduce: time and busbw."""
 
 from __future__ import annotations
 
-from playground.allreduce_lab import MB, time_all_reduces
+from playground.data_parallel.allreduce_lab import MB, time_all_reduces
 from playground import launch
 from playground.bench import check_fits
 

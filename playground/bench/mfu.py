@@ -1,6 +1,6 @@
 """MFU: time real bf16 training steps of the shared GPT, count their FLOPs, compare with peak.
 
-The FLOPs are the planner's (``capacity_plan.megatron_flops_per_iteration``, no recomputation:
+The FLOPs are the planner's (``planner.flops.megatron_flops_per_iteration``, no recomputation:
 model FLOPs) and are cross-checked against PyTorch's own FLOP counter on one step.  On a GPU
 found in the hardware table, achieved TFLOP/s is divided by its dense bf16 peak; on a CPU the
 achieved figure is reported and no peak is claimed.
@@ -14,7 +14,7 @@ import time
 import torch
 
 from playground.bench import check_fits
-from playground.capacity_plan import megatron_flops_per_iteration
+from playground.planner.flops import megatron_flops_per_iteration
 from playground.hardware import UnknownGPUError, gpu
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
 

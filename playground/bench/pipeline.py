@@ -32,8 +32,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> dict:
-    from playground.pipeline import DEFAULT_DEVICE_TIME_S, run_pipeline
-    from playground.pipeline_report import bubble_rows, timing_specs
+    from playground.pipeline_parallel.engine import DEFAULT_DEVICE_TIME_S, run_pipeline
+    from playground.pipeline_parallel.report import bubble_rows, timing_specs
 
     world = max(args.stages)
     backend = pick_backend(world)

@@ -26,8 +26,8 @@ def add_arguments(parser) -> None:
 
 def run(args) -> dict:
     from playground.model import ModelConfig
-    from playground.zero_memory import exact_bytes, predicted
-    from playground.zero_runs import launch, predicted_sent_bytes, unit_numels
+    from playground.zero.accounting import exact_bytes, predicted
+    from playground.zero.runs import launch, predicted_sent_bytes, unit_numels
 
     cfg = ModelConfig(d_model=args.d_model, n_layers=args.layers)
     psi = cfg.param_count()

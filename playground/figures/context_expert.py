@@ -18,7 +18,7 @@ KIND_COLORS = {"full": COLORS[0], "diagonal": COLORS[1], "skipped": "#DDDDDD"}
 def recorded_ring_schedule(world_size: int = RING_RANKS) -> list[dict]:
     """The (step, rank, key block, kind) entries a real causal ring-attention run records."""
     from playground.launch import run
-    from playground.ring_attention_runs import check_ring_attention
+    from playground.systems_map.ring_attention_runs import check_ring_attention
     values = run(check_ring_attention, world_size, [RING_CASE], quiet=True)
     return sorted((s for v in values for s in v[0]["schedule"]), key=lambda s: (s["rank"], s["step"]))
 
@@ -57,8 +57,8 @@ def ring_attention_schedule():
 
 def routing_runs():
     """Real 4-rank expert-parallel forward passes at several capacity factors, with a skewed
-    and with a uniformly random router (``playground.expert_parallel_runs.drop_sweep``)."""
-    from playground.expert_parallel_runs import drop_sweep
+    and with a uniformly random router (``playground.systems_map.expert_parallel_runs.drop_sweep``)."""
+    from playground.systems_map.expert_parallel_runs import drop_sweep
     from playground.launch import run
     values = run(drop_sweep, MOE_RANKS, *MOE_SHAPE.values(), CAPACITY_FACTORS, quiet=True)
     return [v["skewed"] for v in values], [v["uniform"] for v in values]
@@ -66,7 +66,7 @@ def routing_runs():
 
 @figure("moe_routing.png")
 def moe_routing():
-    from playground.moe import predicted_drops
+    from playground.systems_map.moe import predicted_drops
     skewed, uniform = routing_runs()
     T, E, k = MOE_SHAPE["tokens"], MOE_SHAPE["n_experts"], MOE_SHAPE["top_k"]
     at = CAPACITY_FACTORS.index(1.0)

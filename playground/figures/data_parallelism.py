@@ -6,19 +6,17 @@ from functools import lru_cache
 
 import numpy as np
 
-from playground import cost_model
-from playground.allreduce_lab import MB, count_bytes, time_all_reduces, usable_cores
-from playground.ddp_check import time_steps
+from playground.data_parallel import cost_model
+from playground.data_parallel.allreduce_lab import MB, count_bytes, time_all_reduces, usable_cores
+from playground.data_parallel.ddp_check import DDP_CONFIG, time_steps
 from playground.figures import figure
 from playground.launch import run
-from playground.model import ModelConfig
 from playground.plotting import COLORS, new_figure
 
 LABELS = {"ring": "ring", "parameter_server": "parameter server", "sharded_ps": "sharded PS (k = N)",
           "tree": "tree (reduce + broadcast)", "builtin": "dist.all_reduce (gloo)"}
 COLOR = dict(zip(LABELS, COLORS))
 TIMED_SIZES = [2 ** k for k in range(12, 25, 2)]  # 4 KiB .. 16 MiB
-DDP_CONFIG = ModelConfig(vocab=256, d_model=128, n_heads=4, n_layers=4, seq_len=32)
 
 
 @lru_cache(maxsize=None)

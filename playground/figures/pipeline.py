@@ -5,27 +5,10 @@ from __future__ import annotations
 from functools import lru_cache
 
 from playground.figures import figure
+from playground.pipeline_parallel.gantt import draw_gantt
 from playground.plotting import COLORS, new_figure
 
 K_GANTT, M_GANTT = 4, 4
-
-
-def draw_gantt(ax, timeline, scale: float = 1.0) -> None:
-    """Stage rows, forward bars (blue) and backward bars (orange), micro-batch index inside.
-
-    Events of the interleaved schedule carry their chunk v as a fifth entry: its label gets v
-    primes and its bar a lighter shade."""
-    for k, events in enumerate(timeline):
-        for op, m, start, end, *chunk in events:
-            v = chunk[0] if chunk else 0
-            colour = COLORS[0] if op == "F" else COLORS[1]
-            ax.barh(k, (end - start) * scale, left=start * scale, height=0.8, color=colour,
-                    alpha=1.0 - 0.35 * (v % 2), edgecolor="white", linewidth=0.5)
-            ax.text((start + end) / 2 * scale, k, str(m) + "\u2032" * v, ha="center",
-                    va="center", fontsize=7, color="white")
-    ax.set_yticks(range(len(timeline)), [f"stage {k}" for k in range(len(timeline))])
-    ax.set_ylim(len(timeline) - 0.4, -0.6)
-    ax.grid(axis="y", visible=False)
 
 
 @lru_cache(maxsize=1)
@@ -33,8 +16,8 @@ def _timing_runs():
     """One launch: the bubble sweep (K=2, 4; M=1..8; 3 interleaved repeats) and the Gantt runs
     (step 100 + r, so the two sets are told apart)."""
     from playground.model import ModelConfig
-    from playground.pipeline import PipeSpec, run_pipeline
-    from playground.pipeline_report import timing_specs
+    from playground.pipeline_parallel.engine import PipeSpec, run_pipeline
+    from playground.pipeline_parallel.report import timing_specs
     specs = timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), repeats=3)
     deep = ModelConfig(n_layers=8)  # interleaved: K·V = 8 pieces
     specs += [PipeSpec(s, stages=K_GANTT, micro_batches=M, batch_size=8, step=100 + r,
@@ -56,7 +39,7 @@ def _median_run(records, schedule):
 
 
 def _title(rec) -> str:
-    from playground.pipeline_schedules import predicted_bubble
+    from playground.pipeline_parallel.schedules import predicted_bubble
     s = rec["spec"]
     chunks = f", V={s.chunks}" if s.chunks > 1 else ""
     return (f"{s.schedule}: K={s.stages}, M={s.micro_batches}{chunks}, measured bubble "
@@ -91,7 +74,7 @@ def gantt():
 @figure("pipeline_bubble.png")
 def bubble_vs_micro_batches():
     """Median measured bubble fraction over M for K = 2 and 4, beside (K-1)/(M+K-1)."""
-    from playground.pipeline_report import bubble_rows
+    from playground.pipeline_parallel.report import bubble_rows
     rows = bubble_rows([r for r in _timing_runs() if r["spec"].step < 100])
     fig, ax = new_figure(width=6.4, height=3.8)
     for i, K in enumerate((2, 4)):
@@ -111,7 +94,7 @@ def bubble_vs_micro_batches():
 @figure("pipeline_memory.png")
 def saved_activations():
     """Peak saved-activation bytes per stage: GPipe vs 1F1B, with and without recomputation."""
-    from playground.pipeline import PipeSpec, run_pipeline
+    from playground.pipeline_parallel.engine import PipeSpec, run_pipeline
     specs = [PipeSpec(s, stages=4, micro_batches=8, recompute=r, device_time_s=None)
              for s in ("gpipe", "1f1b") for r in (False, True)]
     runs = run_pipeline(specs)
@@ -133,7 +116,7 @@ def saved_activations():
 @figure("pipeline_bubble_map.png")
 def bubble_map():
     """What the chapter's explorer shows: the ideal GPipe timeline, and the formula over K and M."""
-    from playground.pipeline_schedules import measured_bubble, predicted_bubble, simulate
+    from playground.pipeline_parallel.schedules import measured_bubble, predicted_bubble, simulate
     fig, (left, right) = new_figure(ncols=2, width=10, height=3.6)
     timeline = simulate("gpipe", 4, 8, 1.0, 2.0)
     draw_gantt(left, timeline)

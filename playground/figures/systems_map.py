@@ -12,7 +12,7 @@ _B = 2
 def tp_sp_measurements(world_size: int = 4, tp_sizes=(2, 4)) -> dict:
     """One real 4-rank run of ``tp_measure.check_block`` plus the t = 1 block, in one dict."""
     from playground.launch import run
-    from playground.tp_measure import check_block, single_block_activation_bytes
+    from playground.systems_map.tp_measure import check_block, single_block_activation_bytes
     values = run(check_block, world_size, tp_sizes, None, _B, quiet=True)
     return {"ranks": values, "t1_activation_bytes": single_block_activation_bytes(batch=_B)}
 
@@ -21,9 +21,9 @@ def tp_sp_measurements(world_size: int = 4, tp_sizes=(2, 4)) -> dict:
 def tp_sp_per_layer(data: dict | None = None):
     """Per layer and rank: bytes on the wire (ring) and activation bytes saved, TP vs SP."""
     from playground.model import ModelConfig
-    from playground.systems_map import wire
-    from playground.tp_measure import block_activation_bytes, korthikanti_bytes, layer_traffic
-    from playground.tp_comm import ring_wire_bytes
+    from playground.systems_map.placement import wire
+    from playground.systems_map.tp_measure import block_activation_bytes, korthikanti_bytes, layer_traffic
+    from playground.systems_map.tp_comm import ring_wire_bytes
 
     data = data or tp_sp_measurements()
     cfg = ModelConfig()
@@ -79,7 +79,7 @@ def systems_map_figure():
     """Which state each strategy replicates or shards, and which collective it pays with."""
     from matplotlib.patches import Rectangle
 
-    from playground.systems_map import STATE_LAYOUT
+    from playground.systems_map.placement import STATE_LAYOUT
 
     collective = {"DP": "all-reduce (2Ψ) · across nodes",
                   "ZeRO-1": "reduce-scatter + all-gather (2Ψ) · across nodes",

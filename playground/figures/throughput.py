@@ -1,56 +1,16 @@
-"""Figures of the throughput chapter, all computed by ``playground.step_time``, and the tables behind them."""
+"""Figures of the throughput chapter, all computed by the step-time model (tables: ``playground.planner.replay``)."""
 
 from __future__ import annotations
 
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
-from playground.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
-from playground.step_costs import Cluster, Layout, Model
-from playground.step_time import predict
+from playground.planner.costs import Cluster
+from playground.planner.published_layouts import ALL_LAYOUTS
+from playground.planner.replay import SOURCES, microbatch_sweep, tp_sweep, validation_table
+from playground.planner.step_time import predict
 
-A100 = Cluster.of("A100-80GB")
-GPT145 = Model(80, 12288, 96, params=145.6e9)   # Narayanan et al. Table 1, the GPT-3-sized row
-# the validation set's sources, in the order the figure and the chapter's table show them
-SOURCES = (("Narayanan Table 1: GPT 1.7B-1T, A100", lambda r: r in NARAYANAN_TABLE1),
-           ("Narayanan Table 2: PTD-P 175B/530B, A100", lambda r: r in NARAYANAN_TABLE2),
-           ("Korthikanti Table 5: 22B-1T, A100", lambda r: r.cite == "korthikanti2022reducing"),
-           ("Llama 3 405B, H100 (Dubey Table 4)", lambda r: r.cite == "dubey2024llama3"),
-           ("BLOOM 176B, A100 (BigScience tr11)", lambda r: r.cite == "bigscience2022tr11"),
-           ("MT-NLG 530B, A100 (outlier)", lambda r: r.cite == "smith2022mtnlg"))
 SOURCE_COLORS = [COLORS[k] for k in (1, 2, 3, 4, 5, 7)]
 PARTS = ("compute", "recompute", "tp_comm", "pp_p2p", "bubble", "dp_comm_exposed", "zero3_gathers", "optimizer")
-
-
-def validation_table() -> list[dict]:
-    """Each published layout: published and predicted TFLOP/s per GPU (in the source's FLOP count)."""
-    rows = []
-    for row in ALL_LAYOUTS:
-        r = predict(row.model, Cluster.of(row.gpu), row.layout)
-        key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
-        lay = row.layout
-        rows.append({"name": row.name, "gpu": row.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
-                     "dp": lay.dp, "published": row.tflops_per_gpu, "predicted": r[key],
-                     "ratio": r[key] / row.tflops_per_gpu, "mfu": r["mfu"], "fractions": r["fractions"],
-                     "cite": row.cite, "count": row.flop_count, "outlier": row.outlier,
-                     "source": next(i for i, (_, match) in enumerate(SOURCES) if match(row))})
-    return rows
-
-
-def tp_sweep(model=GPT145, gpus=1536, global_batch=2304, degrees=(1, 2, 4, 8, 16, 32)) -> list[dict]:
-    """Same GPUs, same model: TP grows, PP shrinks to keep TP x PP = 64 (DP = 24)."""
-    out = []
-    for tp in degrees:
-        r = predict(model, A100, Layout(tp, 64 // tp, gpus // 64, 1, global_batch))
-        out.append({"tp": tp, "pp": 64 // tp, "tflops": r["tflops_per_gpu"], "link": r["links"]["tp"],
-                    "tp_comm": r["fractions"]["tp_comm"], "bubble": r["fractions"]["bubble"]})
-    return out
-
-
-def microbatch_sweep(batches=(128, 512), sizes=(1, 2, 4, 8, 16), model=GPT145) -> dict:
-    """TP = 8, PP = 8, DP = 1 (64 GPUs): throughput, bubble and GEMM efficiency per micro-batch size."""
-    return {B: [{"b": b, **{k: v for k, v in predict(model, A100, Layout(8, 8, 1, b, B)).items()
-                            if k in ("tflops_per_gpu", "bubble_fraction", "gemm_efficiency")}}
-                for b in sizes] for B in batches}
 
 
 @figure("throughput_validation.png")

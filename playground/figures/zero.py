@@ -15,10 +15,10 @@ STAGE_LABELS = ("stage 0 (DP)", "stage 1", "stage 2", "stage 3")
 @lru_cache(maxsize=1)
 def _measured():
     """{n: rank-0 results} of the four stages, mixed precision, on 1, 2 and 4 ranks."""
-    from playground.zero_runs import launch
+    from playground.zero.runs import launch
     from playground.model import ModelConfig
-    from playground.zero_memory import exact_bytes
-    from playground.zero_runs import predicted_sent_bytes, unit_numels
+    from playground.zero.accounting import exact_bytes
+    from playground.zero.runs import predicted_sent_bytes, unit_numels
     variants = [("zero", s, "mixed") for s in range(4)]
     out = {n: launch(n, variants, steps=2, batch_size=8)[0] for n in N_MEASURED}
     numels = unit_numels(ModelConfig())
@@ -34,7 +34,7 @@ def _measured():
 def memory_vs_nd():
     """Per-rank model-state bytes of each stage vs N_d: formula curves, measured points."""
     from playground.model import ModelConfig
-    from playground.zero_memory import predicted
+    from playground.zero.accounting import predicted
     psi = ModelConfig().param_count()
     measured = _measured()
     fig, ax = new_figure(width=6.4, height=4.0)
@@ -58,7 +58,7 @@ def memory_vs_nd():
 @figure("zero_paper_table.png")
 def paper_table_figure():
     """The ZeRO paper's Table 1: printed values (markers) on the formula (lines)."""
-    from playground.zero_memory import PAPER_DP_DEGREES, PAPER_TABLE_1, paper_table
+    from playground.zero.accounting import PAPER_DP_DEGREES, PAPER_TABLE_1, paper_table
     rows = paper_table()
     fig, axes = new_figure(ncols=3, width=10, height=3.6, sharey=False)
     for ax, model in zip(axes, PAPER_TABLE_1):

@@ -1,0 +1,295 @@
+"""Pipeline parallelism from scratch: the shared model cut into K stages, one per rank.
+
+Stage k holds ``model.layers[bounds[k]:bounds[k+1]]`` (``pipeline_schedules.stage_bounds``); with
+the interleaved schedule the chain is cut into K·V pieces and rank k holds pieces k, k+K, ...
+A training step runs the stage's action list (naive, GPipe, 1F1B, interleaved) for real: forwards receive
+the previous stage's activation, backwards receive the next stage's activation-gradient
+(``pipeline_comm``), gradients of the M micro-batches accumulate, and one optimizer step ends it.
+The result is the same step as single-process training on the whole batch (checked in the tests).
+
+Every forward and backward is timestamped with ``time.perf_counter`` on its rank, relative to the
+moment the rank left a barrier all ranks join.  They do not leave it at exactly the same instant (up
+to ~10 ms apart on a loaded 2-core CPU, against emulated actions of tenths of a second), so compare
+timelines across ranks to that precision.  On a CPU with more ranks than cores,
+compute time measures the operating system's scheduler, not the schedule.  So, optionally, each
+action is *padded* to a fixed emulated device time: the arithmetic is real, then the rank sleeps
+until the action has lasted what a device would take.  ``device_time_s="auto"`` emulates on the
+CPU and not on GPUs, where measured time is already device time.
+
+Run it: ``python -m playground.pipeline_parallel.engine --nproc 4`` (GPipe, 4 stages, 8 micro-batches).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from playground import comm
+from playground.launch import device, run
+from playground.launch_cli import cli
+from playground.memory import SavedActivations, storage_bytes
+from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
+from playground.pipeline_parallel.stage_link import StageLink, boundary_shapes
+from playground.pipeline_parallel.schedules import (action_chunk, check_schedule_args, measured_bubble,
+                                           schedule_actions, stage_bounds)
+from playground.pipeline_parallel.torch_schedules import make_groups, run_torch_schedule
+
+__all__ = ["PipeSpec", "DEFAULT_DEVICE_TIME_S", "pipeline_worker", "run_pipeline", "stage_of"]
+
+# emulated device time of ONE stage on the WHOLE mini-batch: (forward, backward) seconds.
+# A micro-batch of b of the B examples takes the share b/B; backward = 2 x forward, as for a
+# transformer whose backward computes gradients of both inputs and weights.
+DEFAULT_DEVICE_TIME_S = (0.1, 0.2)
+
+
+@dataclass(frozen=True)
+class PipeSpec:
+    """One training step to run: which schedule, how many stages and micro-batches, and what to record."""
+
+    schedule: str = "gpipe"
+    stages: int = 4                       # K
+    micro_batches: int = 8                # M
+    chunks: int = 1                       # V, model chunks per rank (interleaved schedule only)
+    batch_size: int = 8                   # B, examples in the mini-batch
+    recompute: bool = False               # keep only each stage's input; re-run forward in backward
+    device_time_s: tuple | str | None = "auto"
+    engine: str = "playground"            # or "torch": torch.distributed.pipelining, same model
+    cfg: ModelConfig = field(default_factory=ModelConfig)
+    seed: int = 0
+    step: int = 0                         # which synthetic batch
+    lr: float = 0.1                       # SGD learning rate
+    count_flops: bool = False
+    keep_state: bool = False              # return gradients and parameters after the step
+    dtype: torch.dtype = torch.float32
+
+    def __post_init__(self):
+        check_schedule_args(self.schedule, self.stages, self.micro_batches, self.chunks)
+        stage_bounds(self.cfg.n_layers, self.stages * self.chunks)
+        if self.batch_size < 1 or self.batch_size % self.micro_batches:
+            raise ValueError(f"batch_size={self.batch_size} does not split into "
+                             f"micro_batches={self.micro_batches} equal micro-batches")
+        if self.engine not in ("playground", "torch"):
+            raise ValueError(f"engine must be 'playground' or 'torch', got {self.engine!r}")
+        if self.engine == "torch" and (self.recompute or self.schedule == "naive"):
+            raise ValueError("engine='torch' runs torch.distributed.pipelining's ScheduleGPipe, "
+                             "Schedule1F1B or ScheduleInterleaved1F1B, without recomputation")
+        if self.engine == "torch" and self.schedule == "1f1b" and self.micro_batches < self.stages:
+            raise ValueError(f"torch's Schedule1F1B needs micro_batches >= stages, got "
+                             f"M={self.micro_batches} < K={self.stages} (this package's 1f1b has "
+                             "no such limit)")
+        dt = self.device_time_s
+        if not (dt is None or dt == "auto" or (isinstance(dt, tuple) and len(dt) == 2
+                                                 and all(0 <= v < 1e6 for v in dt))):
+            raise ValueError(f"device_time_s must be None, 'auto' or finite (forward_s, backward_s) "
+                             f">= 0, got {dt!r}")
+
+
+def stage_of(model: nn.Module, bounds: list[int], k: int) -> nn.Sequential:
+    """Stage k: the consecutive slice of ``model.layers`` (parameters shared, not copied)."""
+    return nn.Sequential(*model.layers[bounds[k]:bounds[k + 1]])
+
+
+def _stage_state(model, bounds, pieces, what: str) -> dict:
+    """{global parameter name: tensor} of the given pieces' parameters ('grad' or 'param')."""
+    out = {}
+    for name, p in model.named_parameters():
+        if any(bounds[c] <= int(name.split(".")[1]) < bounds[c + 1] for c in pieces):
+            t = p.grad if what == "grad" else p
+            out[name] = None if t is None else t.detach().clone().cpu()
+    return out
+
+
+class _Clock:
+    """Real timestamps on this rank, plus padding of each action to an emulated device time."""
+
+    def __init__(self, dev: torch.device, device_time_s, batch_size: int):
+        if device_time_s == "auto":
+            device_time_s = DEFAULT_DEVICE_TIME_S if dev.type == "cpu" else None
+        self.per_example = None if device_time_s is None else tuple(t / batch_size for t in device_time_s)
+        self.dev, self.overruns, self.t0 = dev, 0, 0.0
+
+    def start(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def now(self) -> float:
+        if self.dev.type == "cuda":
+            torch.cuda.synchronize(self.dev)  # the event ends when the device is done
+        return time.perf_counter() - self.t0
+
+    def pad(self, started: float, op: str, examples: int, recompute: bool, share: float = 1.0) -> float:
+        """Sleep until the action has lasted its emulated device time; return its end.
+
+        ``share``: the part of the stage the action runs (1/V for one of V chunks)."""
+        end = self.now()
+        if self.per_example is None:
+            return end
+        f, b = self.per_example
+        due = started + share * examples * (f if op == "F" else b + (f if recompute else 0.0))
+        if end > due:
+            self.overruns += 1  # real compute took longer than the emulated device time
+            return end
+        time.sleep(due - end)
+        return self.now()
+
+
+def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
+    """Rank k's part of one step with this package's own schedule.
+
+    The rank holds V pieces of the chain (V = 1 but for the interleaved schedule): piece
+    c = v·K + k receives from the rank of piece c-1 and sends to the rank of piece c+1."""
+    K, M, V = spec.stages, spec.micro_batches, spec.chunks
+    pieces = [v * K + k for v in range(V)]
+    first, last = 0, K * V - 1                      # the pieces that read tokens / compute the loss
+    chunk = [stage_of(model, bounds, c) for c in pieces]
+    params = [p for module in chunk for p in module.parameters()]
+    inputs = [t.clone() for t in batch[0].chunk(M)]
+    targets = [t.clone() for t in batch[1].chunk(M)]
+    key = (spec.cfg, spec.dtype, tuple(bounds), tuple(inputs[0].shape))
+    if key not in _SHAPES:  # inferred once per process: the first meta run costs ~1 s
+        _SHAPES[key] = boundary_shapes(model.layers, bounds, inputs[0]) + [(None, None)]
+    shapes = _SHAPES[key]
+    links = [StageLink(prev=None if c == first else (c - 1) % K,
+                       next=None if c == last else (c + 1) % K,
+                       in_shape=shapes[c][0], in_dtype=shapes[c][1],
+                       out_shape=shapes[c + 1][0], out_dtype=shapes[c + 1][1], device=dev)
+             for c in pieces]
+    clock = _Clock(dev, spec.device_time_s, spec.batch_size)
+    flops = {"F": 0, "B": 0}
+    events, saved, kept, stash = [], [], {}, {}
+    live = peak = 0
+    loss_total = torch.zeros((), device=dev)
+
+    def forward(x, m, v):
+        y = chunk[v](x)
+        return loss_fn(y, targets[m]) / M if pieces[v] == last else y  # 1/M: mean over the batch
+
+    with comm.count() as moved:
+        dist.barrier()
+        clock.start()
+        for action in schedule_actions(spec.schedule, K, M, k, V):
+            op, m, v = action[0], action[1], action_chunk(action)
+            is_first, is_last, link = pieces[v] == first, pieces[v] == last, links[v]
+            counter = FlopCounterMode(display=False) if spec.count_flops else nullcontext()
+            if op == "F":
+                x = inputs[m] if is_first else link.recv_activation()
+                if not is_first and not spec.recompute:
+                    x.requires_grad_()
+                started = clock.now()
+                held = SavedActivations(exclude=params)  # its __enter__ returns None
+                with counter, held, torch.no_grad() if spec.recompute else nullcontext():
+                    y = forward(x, m, v)
+                ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
+                if is_last:
+                    loss_total += y.detach()
+                else:
+                    link.send_activation(y)
+                stash[m, v] = (x, None if spec.recompute else y)
+                saved.append(held.bytes)
+                kept[m, v] = storage_bytes([x]) if spec.recompute else held.bytes
+                live += kept[m, v]
+                peak = max(peak, live)
+            else:
+                g = None if is_last else link.recv_grad()
+                x, y = stash.pop((m, v))
+                started = clock.now()
+                with counter:
+                    if spec.recompute:
+                        x = x.detach().requires_grad_(not is_first)
+                        held = SavedActivations(exclude=params)
+                        with held:
+                            y = forward(x, m, v)
+                        peak = max(peak, live + held.bytes)  # one micro-batch, materialised again
+                    torch.autograd.backward(y, g)
+                ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
+                if not is_first:
+                    link.send_grad(x.grad)
+                live -= kept[m, v]
+            if spec.count_flops:
+                flops[op] += counter.get_total_flops()
+            events.append((op, m, started, ended) + tuple(action[2:]))
+        for link in links:
+            link.drain()
+    torch.optim.SGD(params, lr=spec.lr).step()  # grads were None before the step, as in train_step
+    return {"events": events, "saved_bytes": saved, "kept_bytes": list(kept.values()),
+            "peak_bytes": peak, "overruns": clock.overruns, "emulated": clock.per_example is not None,
+            "flops": flops, "traffic": moved.summary(),
+            "loss": loss_total.item() if last in pieces else None}
+
+
+_SHAPES: dict = {}
+
+
+def pipeline_worker(rank: int, world_size: int, specs: list[PipeSpec]) -> list[dict | None]:
+    """Run every spec in order on this rank; ranks >= K of a spec only join its start barrier."""
+    make_groups([s.stages for s in specs if s.engine == "torch"], world_size)
+    dev = device()
+    results: list[dict | None] = []
+    for spec in specs:
+        if spec.stages > world_size:
+            raise ValueError(f"{spec.stages} stages need {spec.stages} ranks, got {world_size}")
+        if rank >= spec.stages:  # not a stage of this pipeline: only join its start barrier
+            dist.barrier()
+            results.append(None)
+            continue
+        model = build_model(spec.cfg, spec.seed, dtype=spec.dtype, device=dev)
+        batch = tuple(t.to(dev) for t in synthetic_batch(spec.cfg, spec.batch_size, spec.step, spec.seed))
+        bounds = stage_bounds(spec.cfg.n_layers, spec.stages * spec.chunks)
+        pieces = [v * spec.stages + rank for v in range(spec.chunks)]
+        if spec.engine == "torch":
+            out = run_torch_schedule(spec, rank, [stage_of(model, bounds, c) for c in pieces],
+                                     batch, dev)
+        else:
+            out = _run_schedule(spec, rank, model, bounds, batch, dev)
+        if spec.keep_state:
+            out["grads"] = _stage_state(model, bounds, pieces, "grad")
+            out["params"] = _stage_state(model, bounds, pieces, "param")
+        results.append(out)
+    return results
+
+
+def run_pipeline(specs: list[PipeSpec], world_size: int | None = None, timeout_s: float = 300.0) -> list[dict]:
+    """Launch once, run every spec, return one merged record per spec (stage order)."""
+    specs = list(specs)
+    if not specs or not all(isinstance(s, PipeSpec) for s in specs):
+        raise ValueError("specs must be a non-empty list of PipeSpec")
+    world_size = world_size or max(s.stages for s in specs)
+    for s in specs:
+        if s.stages > world_size:
+            raise ValueError(f"{s.stages} stages need {s.stages} ranks, got world_size={world_size}")
+    per_rank = run(pipeline_worker, world_size, specs, timeout_s=timeout_s, quiet=True)
+    merged = []
+    for i, spec in enumerate(specs):
+        stages = [per_rank[r][i] for r in range(spec.stages)]
+        record = {"spec": spec, "stages": stages, "loss": stages[-1]["loss"]}
+        if spec.engine == "playground":
+            record.update(measured_bubble([s["events"] for s in stages]))
+        if spec.keep_state:
+            record["grads"] = {n: g for s in stages for n, g in s["grads"].items()}
+            record["params"] = {n: p for s in stages for n, p in s["params"].items()}
+        merged.append(record)
+    return merged
+
+
+def _demo(rank: int, world_size: int) -> dict | None:
+    """GPipe over all ranks, 8 micro-batches, emulated device time on the CPU."""
+    spec = PipeSpec("gpipe", stages=world_size, micro_batches=8,
+                    cfg=ModelConfig(n_layers=max(4, world_size)))
+    return pipeline_worker(rank, world_size, [spec])[0]
+
+
+def _report(values) -> None:
+    from playground.pipeline_parallel.schedules import predicted_bubble
+    K = len(values)
+    measured = measured_bubble([v["events"] for v in values])["bubble"]
+    print(f"GPipe, K={K} stages, M=8 micro-batches: bubble measured {measured:.3f}, "
+          f"predicted (K-1)/(M+K-1) = {predicted_bubble(K, 8):.3f}")
+
+
+if __name__ == "__main__":
+    cli(_demo, default_world_size=4, report=_report)

@@ -1,0 +1,243 @@
+"""Turning pipeline runs into the chapter's tables: bubbles, memory, and equality checks.
+
+The measurements come from ``playground.pipeline_parallel.engine.run_pipeline``; this module only groups them
+(medians of interleaved repetitions), sets them beside their formulas, and checks results
+against single-process training and ``torch.distributed.pipelining``.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from playground.model import ModelConfig, build_model, synthetic_batch, train_step
+from playground.pipeline_parallel.engine import DEFAULT_DEVICE_TIME_S, PipeSpec
+from playground.pipeline_parallel.schedules import (max_in_flight, measured_bubble, predicted_bubble,
+                                           schedule_actions, simulate)
+
+__all__ = ["reference_step", "timing_specs", "bubble_rows", "check_equal", "memory_rows",
+           "print_bubble_table", "print_memory_table", "print_interleaved_comparison",
+           "bubble_explorer"]
+
+
+def reference_step(spec: PipeSpec) -> dict:
+    """Single-process, full-batch training step on the same model and batch: the ground truth."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only add contention (10x slower here)
+    try:
+        model = build_model(spec.cfg, spec.seed, dtype=spec.dtype)
+        optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr)
+        batch = synthetic_batch(spec.cfg, spec.batch_size, spec.step, spec.seed)
+        loss = train_step(model, optimizer, batch)
+    finally:
+        torch.set_num_threads(threads)
+    return {"loss": loss,
+            "grads": {n: p.grad.detach().clone() for n, p in model.named_parameters()},
+            "params": {n: p.detach().clone() for n, p in model.named_parameters()}}
+
+
+def timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3,
+                 device_time_s="auto", chunks: int = 1, **kw) -> list[PipeSpec]:
+    """Every (schedule, K, M) once per repetition, repetitions interleaved (noise hits all alike).
+
+    ``chunks`` applies to the interleaved schedule (the others run one chunk); the model gets
+    enough blocks for every rank to hold ``chunks`` of them unless ``cfg`` is given."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    if "cfg" not in kw:
+        kw["cfg"] = ModelConfig(n_layers=max([4] + [K * chunks for K in stages]))
+    return [PipeSpec(s, stages=K, micro_batches=M, batch_size=max(8, M), step=r,
+                     device_time_s=device_time_s, chunks=chunks if s == "interleaved" else 1, **kw)
+            for r in range(repeats) for K in stages for M in micro_batches for s in schedules]
+
+
+def bubble_rows(records) -> list[dict]:
+    """Median measured bubble per (schedule, K, M, V) beside (K-1)/(V·M+K-1) and their ratio."""
+    groups: dict = {}
+    for rec in records:
+        s = rec["spec"]
+        groups.setdefault((s.schedule, s.stages, s.micro_batches, s.chunks), []).append(rec)
+    rows = []
+    for (schedule, K, M, V), recs in groups.items():
+        measured = statistics.median(r["bubble"] for r in recs)
+        formula = predicted_bubble(K, M, V)
+        step = statistics.median(r["step_s"] for r in recs)
+        work = _emulated_stage_time(recs[0])  # T_F + T_B, when the device time was emulated
+        slots = V * M + K - 1                 # actions on the critical path
+        rows.append({"schedule": schedule, "K": K, "M": M, "V": V, "measured": round(measured, 4),
+                     "formula": round(formula, 4), "ratio": round(measured / formula, 3),
+                     "step_s": round(step, 4),
+                     # Eq. (eq-pp-step) / its interleaved form: (V·M+K-1)/(V·M)·(T_F+T_B)
+                     "step_formula_s": None if work is None else round(slots / (V * M) * work, 4),
+                     # the fixed cost c per action that explains the excess, from
+                     # T_step = (V·M+K-1)·((t_f+t_b)/V + 2c)
+                     "handoff_s": (None if work is None
+                                   else round((step / slots - work / (V * M)) / 2, 5)),
+                     "repeats": len(recs),
+                     "overruns": sum(st["overruns"] for r in recs for st in r["stages"])})
+    return rows
+
+
+def _emulated_stage_time(record) -> float | None:
+    """T_F + T_B of one stage on the whole mini-batch (s) when every stage emulated device time."""
+    if not all(st.get("emulated") for st in record["stages"]):
+        return None
+    dt = record["spec"].device_time_s
+    return float(sum(DEFAULT_DEVICE_TIME_S if dt == "auto" else dt))
+
+
+def check_equal(records, against_torch=None) -> list[str]:
+    """assert_close every run's gradients and parameters with the single-process step.
+
+    ``against_torch``: optional {(schedule, K, M): record of engine 'torch'}, compared too.
+    Returns one verdict line per run; raises AssertionError on the first difference.
+    """
+    lines = []
+    for rec in records:
+        spec = rec["spec"]
+        ref = reference_step(spec)
+        if set(rec["grads"]) != set(ref["grads"]):
+            raise AssertionError(f"{spec.schedule}: stages cover {len(rec['grads'])} of "
+                                 f"{len(ref['grads'])} parameters")
+        for name in ref["grads"]:
+            _assert_close(rec["grads"][name], ref["grads"][name])
+            _assert_close(rec["params"][name], ref["params"][name])
+        what = "torch.distributed.pipelining" if spec.engine == "torch" else "from scratch"
+        chunks = f" V={spec.chunks}" if spec.chunks > 1 else ""
+        line = (f"{spec.schedule:5s} K={spec.stages} M={spec.micro_batches}{chunks}"
+                f"{' recompute' if spec.recompute else ''} ({what}): gradients and parameters "
+                f"equal single-process full-batch training"
+                f"{' (to 4 units of the last place)' if spec.dtype in (torch.bfloat16, torch.float16) else ''}")
+        other = (against_torch or {}).get((spec.schedule, spec.stages, spec.micro_batches))
+        if (other is not None and spec.engine == "playground"
+                and (other["spec"].dtype, other["spec"].chunks) == (spec.dtype, spec.chunks)):
+            for name in ref["grads"]:
+                _assert_close(rec["grads"][name], other["grads"][name])
+                _assert_close(rec["params"][name], other["params"][name])
+            line += " and torch.distributed.pipelining"
+        lines.append(line)
+    return lines
+
+
+def _assert_close(actual: torch.Tensor, expected: torch.Tensor) -> None:
+    """``assert_close``; in bfloat16/float16 within a few units of the last place of the tensor's
+    largest entry: M micro-batch gradients summed one by one round differently from one
+    full-batch gradient, and a 7- or 10-bit mantissa makes that visible."""
+    if expected.dtype in (torch.bfloat16, torch.float16):
+        eps = torch.finfo(expected.dtype).eps
+        scale = float(expected.abs().max()) if expected.numel() else 0.0
+        torch.testing.assert_close(actual, expected, rtol=4 * eps, atol=4 * eps * scale)
+    else:
+        torch.testing.assert_close(actual, expected)
+
+
+def memory_rows(records) -> list[dict]:
+    """Per run and stage: bytes autograd saved for one micro-batch, and the peak held at once."""
+    rows = []
+    for rec in records:
+        s = rec["spec"]
+        for k, st in enumerate(rec["stages"]):
+            rows.append({"schedule": s.schedule, "M": s.micro_batches, "recompute": s.recompute,
+                         "stage": k, "per_micro_batch": max(st["saved_bytes"]),
+                         "kept_per_micro_batch": max(st["kept_bytes"]),
+                         "peak": st["peak_bytes"], "forward_flops": st["flops"]["F"],
+                         "backward_flops": st["flops"]["B"]})
+    return rows
+
+
+def bubble_explorer():
+    """An interactive view of the ideal GPipe step as K and M change (JupyterLab; ipywidgets)."""
+    import ipywidgets as widgets
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    from playground.pipeline_parallel.gantt import draw_gantt
+
+    out = widgets.Output()
+
+    def show(K, M, schedule, V):
+        V = V if schedule == "interleaved" else 1
+        with out:
+            out.clear_output(wait=True)
+            try:
+                timeline = simulate(schedule, K, M, 1.0, 2.0, chunks=V)
+            except ValueError as err:  # e.g. interleaved with M not a multiple of K
+                print(err)
+                return
+            fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * K), layout="constrained")
+            draw_gantt(ax, timeline)
+            ax.set_xlabel("time (units of t_f; t_b = 2 t_f)")
+            ax.set_title(f"{schedule}, K={K}, M={M}, V={V}: bubble (K-1)/(V·M+K-1) = "
+                         f"{predicted_bubble(K, M, V):.3f} (simulated "
+                         f"{measured_bubble(timeline)['bubble']:.3f})")
+            display(fig)
+            plt.close(fig)
+
+    controls = widgets.interactive(show, K=widgets.IntSlider(4, 1, 8, description="K stages"),
+                                   M=widgets.IntSlider(4, 1, 32, description="M micro"),
+                                   schedule=widgets.ToggleButtons(options=["gpipe", "1f1b",
+                                                                           "interleaved"]),
+                                   V=widgets.IntSlider(2, 2, 4, description="V chunks"))
+    return widgets.VBox([controls, out])
+
+
+def print_bubble_table(rows) -> None:
+    """The bubble sweep as a table: measured median bubble beside (K-1)/(V·M+K-1), the step
+    time beside (V·M+K-1)/(V·M)·(T_F+T_B), and the per-action hand-off cost c behind the gap."""
+    print(f"{'schedule':11s} {'K':>2s} {'M':>2s} {'V':>2s} {'bubble':>7s} {'formula':>8s} "
+          f"{'ratio':>6s} {'step (ms)':>10s} {'formula':>8s} {'c (ms)':>7s} {'overruns':>8s}")
+    order = {s: i for i, s in enumerate(("gpipe", "1f1b", "interleaved"))}
+    for r in sorted(rows, key=lambda r: (order.get(r["schedule"], 9), r["K"], r["M"], r["V"])):
+        predicted = "-" if r["step_formula_s"] is None else f"{1e3 * r['step_formula_s']:.1f}"
+        handoff = "-" if r["handoff_s"] is None else f"{1e3 * r['handoff_s']:.2f}"
+        print(f"{r['schedule']:11s} {r['K']:2d} {r['M']:2d} {r['V']:2d} {r['measured']:7.3f} "
+              f"{r['formula']:8.3f} {r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {predicted:>8s} "
+              f"{handoff:>7s} {r['overruns']:8d}")
+    print("bubble: median measured idle share beside (K-1)/(V·M+K-1); step: median "
+          "measured beside (V·M+K-1)/(V·M)·(T_F+T_B);\nc: fixed cost per action that would "
+          "explain the difference, T_step = (V·M+K-1)·((t_f+t_b)/V + 2c); "
+          "overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
+
+
+def print_memory_table(records) -> None:
+    """Per stage: bytes saved for one micro-batch, and the peak held, for each run (KiB)."""
+    rows = memory_rows(records)
+    runs = [(r["spec"].schedule, r["spec"].recompute) for r in records]
+    names = [f"{s}{'+re' if re else ''}" for s, re in runs]
+    print(f"{'stage':5s} {'one micro-b.':>13s} " + " ".join(f"{n:>10s}" for n in names)
+          + "   (peak saved activations, KiB)")
+    for k in range(records[0]["spec"].stages):
+        mine = [r for r in rows if r["stage"] == k]
+        print(f"{k:5d} {mine[0]['per_micro_batch'] / 1024:13.1f} "
+              + " ".join(f"{r['peak'] / 1024:10.1f}" for r in mine))
+
+
+def print_interleaved_comparison(plain, interleaved) -> None:
+    """Per rank, 1F1B beside interleaved on the same model: bytes and messages sent (against the
+    boundary directions the rank's pieces cross) and peak saved activations (against
+    Eq. (eq-pp-interleaved-mem) over Eq. (eq-pp-1f1b)); then the whole pipeline's totals."""
+    K, V, M = (interleaved["spec"].stages, interleaved["spec"].chunks,
+               interleaved["spec"].micro_batches)
+    totals = {"plain": [0, 0], "interleaved": [0, 0]}
+    for k in range(K):
+        a, b = plain["stages"][k], interleaved["stages"][k]
+        pieces = [v * K + k for v in range(V)]
+        crossings = sum((c < K * V - 1) + (c > 0) for c in pieces)
+        plain_crossings = (k < K - 1) + (k > 0)  # 1F1B: the stage's own one or two boundaries
+        sent = [st["traffic"]["sent_bytes"] for st in (a, b)]
+        messages = [st["traffic"]["calls"].get("isend", 0) for st in (a, b)]
+        for name, nbytes, n in zip(totals, sent, messages):
+            totals[name][0] += nbytes
+            totals[name][1] += n
+        held = max_in_flight(schedule_actions("interleaved", K, M, k, V)) / V  # micro-batches
+        formula = held / min(K - k, M)
+        print(f"rank {k}: sends {sent[0]:6d} B -> {sent[1]:6d} B in {messages[0]:2d} -> "
+              f"{messages[1]:2d} messages ({sent[1] / sent[0]:.1f}x: pieces {pieces} cross "
+              f"{crossings} boundary directions, against {plain_crossings} for 1F1B's stage); "
+              f"peak saved {a['peak_bytes'] / 1024:.0f} KiB -> {b['peak_bytes'] / 1024:.0f} KiB "
+              f"({b['peak_bytes'] / a['peak_bytes']:.2f}x; equations: {held:g}/{min(K - k, M)} "
+              f"micro-batches = {formula:.2f}x)")
+    (b0, n0), (b1, n1) = totals["plain"], totals["interleaved"]
+    print(f"all ranks: {b0} B -> {b1} B in {n0} -> {n1} messages: {b1 / b0:.3f}x and "
+          f"{n1 / n0:.3f}x; (KV-1)/(K-1) = {K * V - 1}/{K - 1} = {(K * V - 1) / (K - 1):.3f}")

@@ -1,0 +1,35 @@
+"""FLOPs of training: per token from the parameter count, or per iteration from the architecture.
+
+Both the capacity plan (``playground.planner.capacity``) and the step-time model's published-run checks
+count FLOPs here, so the two can never disagree on what a step costs.
+"""
+
+from __future__ import annotations
+
+__all__ = ["flops_per_token", "megatron_flops_per_iteration"]
+
+
+def flops_per_token(active_params: float, recompute: str = "none") -> float:
+    """6 N (2 forward + 4 backward per parameter); 8 N when full recomputation re-runs the forward.
+
+    Selective recomputation re-runs only the attention core, a few percent more; without the
+    architecture it is counted as 6 N (``megatron_flops_per_iteration`` counts it exactly).
+    """
+    return (8 if recompute == "full" else 6) * active_params
+
+
+def megatron_flops_per_iteration(batch: float, seq_len: int, layers: int, hidden: int, vocab: int,
+                                 recompute: str = "full") -> float:
+    """FLOPs of one iteration of a GPT with ``batch`` sequences (Narayanan et al. 2021, Eq. 3).
+
+    Per layer the forward does 24 B s h^2 (projections, 4h MLP) + 4 B s^2 h (scores and
+    scores x V); the logit layer 2 B s h V; backward is twice the forward.  Full recomputation
+    runs the layers' forward once more: 96 B s l h^2 (1 + s/6h + V/16lh).  Without it:
+    72 B s l h^2 (1 + s/6h + V/12lh).  Selective recomputation (Korthikanti et al. 2022) re-runs
+    only the attention core: + 4 B s^2 h per layer.
+    """
+    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
+    if recompute == "full":
+        return 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
+    base = 72 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (12 * l * h))
+    return base + (4 * B * s ** 2 * h * l if recompute == "selective" else 0)

@@ -1,0 +1,99 @@
+"""Published runs and layouts replayed through the planner: the tables chapters 5 and 6 show.
+
+``published_table`` and ``published_flops_table`` replay each run of ``published_runs`` through the
+capacity plan; ``validation_table`` replays each layout of ``published_layouts`` through the
+step-time model, and ``tp_sweep`` / ``microbatch_sweep`` vary one knob of Narayanan et al.'s
+GPT-145B row.  The figures of ``playground.figures.capacity`` and ``.throughput`` draw these tables.
+"""
+
+from __future__ import annotations
+
+import json
+
+from playground.planner.costs import Cluster, Layout, Model
+from playground.planner.capacity import plan
+from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
+from playground.planner.published_runs import PUBLISHED_RUNS
+from playground.planner.step_time import predict
+
+__all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
+           "microbatch_sweep", "SOURCES", "GPT145", "A100"]
+
+
+# ----------------------------------------------------------------------------- the capacity plan
+def plan_json(**kw) -> dict:
+    """``plan(...)`` as the CLI's ``--json`` prints it (a JSON round trip)."""
+    return json.loads(json.dumps(plan(**kw)))
+
+
+def published_table() -> list[dict]:
+    """One row per published run: the published number, the planner's, their ratio, the kind of check
+    (``PublishedRun.kind``), and for a time the MFU the published time implies (planner MFU / ratio)."""
+    rows = []
+    for run in PUBLISHED_RUNS:
+        p = plan_json(**run.plan_kwargs)
+        ratio = run.published[run.compare] / p[run.compare]
+        rows.append({"run": run.name, "metric": run.compare, "published": run.published[run.compare],
+                     "planner": p[run.compare], "ratio": ratio, "kind": run.kind,
+                     "gpu": run.plan_kwargs.get("gpu", "-") if run.throughput_source != "n/a" else "-",
+                     "gpus": run.plan_kwargs.get("gpus"), "throughput": run.throughput_source,
+                     "mfu": p["mfu"] if run.throughput_source != "n/a" else None,
+                     "implied_mfu": p["mfu"] / ratio if run.kind != "flops" else None,
+                     "cite": run.cite, "outlier": run.outlier})
+    return rows
+
+
+def published_flops_table() -> list[dict]:
+    """Runs held to a time that also published a FLOP total: that total against the planner's count."""
+    rows = []
+    for run in PUBLISHED_RUNS:
+        if run.compare != "total_flops" and "total_flops" in run.published:
+            p = plan_json(**run.plan_kwargs)
+            rows.append({"run": run.name, "published": run.published["total_flops"], "planner": p["total_flops"],
+                         "method": p["flops_method"], "recompute": p["recompute"],
+                         "ratio": run.published["total_flops"] / p["total_flops"]})
+    return rows
+
+
+# ----------------------------------------------------------------------------- the step-time model
+A100 = Cluster.of("A100-80GB")
+GPT145 = Model(80, 12288, 96, params=145.6e9)   # Narayanan et al. Table 1, the GPT-3-sized row
+# the validation set's sources, in the order the figure and the chapter's table show them
+SOURCES = (("Narayanan Table 1: GPT 1.7B-1T, A100", lambda r: r in NARAYANAN_TABLE1),
+           ("Narayanan Table 2: PTD-P 175B/530B, A100", lambda r: r in NARAYANAN_TABLE2),
+           ("Korthikanti Table 5: 22B-1T, A100", lambda r: r.cite == "korthikanti2022reducing"),
+           ("Llama 3 405B, H100 (Dubey Table 4)", lambda r: r.cite == "dubey2024llama3"),
+           ("BLOOM 176B, A100 (BigScience tr11)", lambda r: r.cite == "bigscience2022tr11"),
+           ("MT-NLG 530B, A100 (outlier)", lambda r: r.cite == "smith2022mtnlg"))
+
+
+def validation_table() -> list[dict]:
+    """Each published layout: published and predicted TFLOP/s per GPU (in the source's FLOP count)."""
+    rows = []
+    for row in ALL_LAYOUTS:
+        r = predict(row.model, Cluster.of(row.gpu), row.layout)
+        key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
+        lay = row.layout
+        rows.append({"name": row.name, "gpu": row.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
+                     "dp": lay.dp, "published": row.tflops_per_gpu, "predicted": r[key],
+                     "ratio": r[key] / row.tflops_per_gpu, "mfu": r["mfu"], "fractions": r["fractions"],
+                     "cite": row.cite, "count": row.flop_count, "outlier": row.outlier,
+                     "source": next(i for i, (_, match) in enumerate(SOURCES) if match(row))})
+    return rows
+
+
+def tp_sweep(model=GPT145, gpus=1536, global_batch=2304, degrees=(1, 2, 4, 8, 16, 32)) -> list[dict]:
+    """Same GPUs, same model: TP grows, PP shrinks to keep TP x PP = 64 (DP = 24)."""
+    out = []
+    for tp in degrees:
+        r = predict(model, A100, Layout(tp, 64 // tp, gpus // 64, 1, global_batch))
+        out.append({"tp": tp, "pp": 64 // tp, "tflops": r["tflops_per_gpu"], "link": r["links"]["tp"],
+                    "tp_comm": r["fractions"]["tp_comm"], "bubble": r["fractions"]["bubble"]})
+    return out
+
+
+def microbatch_sweep(batches=(128, 512), sizes=(1, 2, 4, 8, 16), model=GPT145) -> dict:
+    """TP = 8, PP = 8, DP = 1 (64 GPUs): throughput, bubble and GEMM efficiency per micro-batch size."""
+    return {B: [{"b": b, **{k: v for k, v in predict(model, A100, Layout(8, 8, 1, b, B)).items()
+                            if k in ("tflops_per_gpu", "bubble_fraction", "gemm_efficiency")}}
+                for b in sizes] for B in batches}
