@@ -1,10 +1,10 @@
 """Pipeline parallelism from scratch: the shared model cut into K stages, one per rank.
 
-Stage k holds ``model.layers[bounds[k]:bounds[k+1]]`` (``pipeline_schedules.stage_bounds``); with
+Stage k holds ``model.layers[bounds[k]:bounds[k+1]]`` (``schedules.stage_bounds``); with
 the interleaved schedule the chain is cut into K·V pieces and rank k holds pieces k, k+K, ...
 A training step runs the stage's action list (naive, GPipe, 1F1B, interleaved) for real: forwards receive
 the previous stage's activation, backwards receive the next stage's activation-gradient
-(``pipeline_comm``), gradients of the M micro-batches accumulate, and one optimizer step ends it.
+(``stage_link``), gradients of the M micro-batches accumulate, and one optimizer step ends it.
 The result is the same step as single-process training on the whole batch (checked in the tests).
 
 Every forward and backward is timestamped with ``time.perf_counter`` on its rank, relative to the

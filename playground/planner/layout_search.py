@@ -5,7 +5,7 @@ TP dividing the heads, d b dividing the global batch B, PP x VPP dividing the la
 chunk the same number of layers), and for the interleaved schedule (VPP > 1) PP > 2 and PP dividing
 the m = B / (d b) micro-batches (Megatron-LM's own checks), for each micro-batch size in
 ``micro_batches`` and each number of virtual stages in ``vpps``; drops the layouts whose memory
-does not fit in the GPU's usable memory (``step_costs.memory_per_gpu``,
+does not fit in the GPU's usable memory (``costs.memory_per_gpu``,
 ``planner.memory.usable_memory_bytes``); ranks the rest by predicted tokens per second with
 ``step_time.predict``; and says why the best few win (their largest overheads) and why the
 common mistakes lose (``explain``).  ``step_time.predict`` itself also accepts uneven stages

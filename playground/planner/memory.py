@@ -17,7 +17,7 @@ import numbers
 
 from playground import hardware
 from playground.planner.errors import PlanError
-from playground.zero import accounting as zero_memory
+from playground.zero import accounting as zero_accounting
 
 __all__ = ["MEMORY_RESERVE", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
            "usable_memory_bytes", "per_gpu_memory", "forced_parallelism"]
@@ -39,11 +39,11 @@ def model_state_bytes(params: float, dp: int = 1, zero_stage: int = 0,
     The formulas live in one place, ``playground.zero.accounting.predicted`` (the ZeRO chapter's);
     this wrapper gives them the planner's argument names and errors.
     """
-    recipe = zero_memory.Recipe("planner", param_bytes, grad_bytes, optimizer_bytes_per_param)
+    recipe = zero_accounting.Recipe("planner", param_bytes, grad_bytes, optimizer_bytes_per_param)
     if isinstance(dp, float) and dp == int(dp):
         dp = int(dp)
     try:
-        return zero_memory.predicted(params, dp, zero_stage, recipe)
+        return zero_accounting.predicted(params, dp, zero_stage, recipe)
     except ValueError as e:
         raise PlanError(f"zero_stage/dp: {e}") from None
 

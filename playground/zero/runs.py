@@ -213,7 +213,7 @@ def train_ranks(rank: int, world_size: int, variants, cfg: ModelConfig | None = 
 # ----------------------------------------------------------------------------- reports
 def state_report(runs: list[dict], cfg: ModelConfig, precision: str = "mixed") -> tuple[str, bool]:
     """Model states rank 0 held in each ZeroDP stage of ``runs`` beside the formulas
-    (``zero_memory.predicted``), and whether every rank held exactly ``exact_bytes``.
+    (``accounting.predicted``), and whether every rank held exactly ``exact_bytes``.
     Returns (lines, every rank exact)."""
     from playground.zero.accounting import exact_bytes, predicted
     n, psi, numels = len(runs), cfg.param_count(), unit_numels(cfg)

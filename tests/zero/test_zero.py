@@ -319,7 +319,7 @@ def test_stages_3_and_2_equal_fsdp2_with_and_without_resharding(runs, n, precisi
         torch.testing.assert_close(ours["params"][keep], theirs["params"][keep])
     else:
         # bf16 sums in another order: elementwise within 4 bf16 units of the last place of the
-        # largest parameter (pipeline_report._assert_close's tolerance); that catches a wrong
+        # largest parameter (pipeline_parallel.report._assert_close's tolerance); that catches a wrong
         # layout but not a wrong step, since Adam moves a parameter by at most lr per step ...
         eps = torch.finfo(torch.bfloat16).eps
         scale = theirs["params"].abs().max().item()
