@@ -186,7 +186,7 @@ def test_every_python_m_command_named_in_the_book_and_readme_resolves():
     for where, text in _texts():
         for module in COMMAND.findall(text.replace('", "', " ")):
             if module in ("playground", "playground.x") or module.endswith("."):
-                continue  # prose placeholders: ``python -m playground.<demo>``
+                continue  # prose that names the pattern (``python -m playground.<demo>``), not a command
             seen.add(module)
             spec = importlib.util.find_spec(module)
             if spec is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 
 from matplotlib.patches import FancyBboxPatch
@@ -23,8 +24,9 @@ __all__ = ["PACKAGE", "module_paths", "import_graph", "is_face", "floor_of", "fl
 PACKAGE = Path(playground.__file__).resolve().parent
 
 
+@lru_cache(maxsize=1)
 def module_paths() -> dict[str, Path]:
-    """{dotted module name: its file} for every module of the package."""
+    """{dotted module name: its file} for every module of the package (read once; do not mutate)."""
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
