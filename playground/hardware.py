@@ -7,7 +7,9 @@ Conventions, chosen once so that every chapter reads the table the same way:
 * ``peak_bf16_flops`` is *dense* BF16 tensor-core throughput.  Hopper and Blackwell datasheets
   print the 2:4-sparse figure; the dense one is half of it.
 * ``hbm_bytes`` is the datasheet's "GB" read as 10^9 bytes.  The parts really carry GiB-sized
-  stacks, so this errs on the safe side for a "does it fit" check.
+  stacks: ``memory_mib`` is what nvidia-smi reports (an "80 GB" H100: 81,559 MiB = 85.5e9 bytes),
+  and ``memory_bytes`` the capacity a training process sees, which the planner's "does it fit" uses.
+* ``peak_fp8_flops`` is *dense* FP8 tensor-core throughput (None where the part has none).
 * ``nvlink_bidirectional_bytes_per_s`` is the datasheet's per-GPU NVLink figure, which counts both
   directions; ``nvlink_bytes_per_s`` is one direction (what a ring collective's formula uses).
 * ``network_bytes_per_s`` is one direction of the GPU's own NIC in the vendor's reference node
@@ -50,6 +52,14 @@ class GPU:
     gpus_per_node: int                         # GPUs joined by NVLink/NVSwitch in one node
     sources: dict = field(default_factory=dict, compare=False)  # field -> document
     aliases: tuple = field(default=(), compare=False)
+    peak_fp8_flops: float | None = None        # dense FP8 tensor-core FLOP/s; None: no FP8 tensor cores
+    memory_mib: int | None = None              # the memory the framework sees (nvidia-smi's MiB)
+
+    @property
+    def memory_bytes(self) -> float:
+        """What a training process can allocate from: nvidia-smi's total (MiB, 2^20 bytes) when
+        known, else the datasheet's capacity.  An "80 GB" H100 shows 81,559 MiB = 85.5e9 bytes."""
+        return self.memory_mib * 2 ** 20 if self.memory_mib else self.hbm_bytes
 
     @property
     def nvlink_bytes_per_s(self) -> float:
@@ -59,6 +69,7 @@ class GPU:
     def as_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "aliases"}
         out["nvlink_bytes_per_s"] = self.nvlink_bytes_per_s
+        out["memory_bytes"] = self.memory_bytes
         return out
 
 
@@ -81,6 +92,15 @@ _HGX_B200 = ("NVIDIA HGX platform datasheet, HGX B200 (8 GPUs): FP16/BF16 36 PFL
 _DGX_B200 = ("NVIDIA DGX B200 datasheet: 1,440 GB total HBM3e, 64 TB/s HBM bandwidth, eight "
              "single-port ConnectX-7 up to 400 Gb/s, https://www.nvidia.com/en-us/data-center/dgx-b200/")
 
+_H800 = ("NVIDIA H800 SXM5 (the export variant of the H100 SXM: the same compute and HBM3, NVLink cut "
+         "to 400 GB/s per GPU); DeepSeek-AI 2024 (arXiv:2412.19437) Sec. 3.1: NVLink 160 GB/s achievable, "
+         "8 x 400 Gb/s InfiniBand NICs per 8-GPU node")
+_NVIDIA_SMI = ("nvidia-smi's memory total on the part (MiB): A100 80GB 81,920; A100 40GB 40,960; H100 SXM 80GB "
+               "81,559; H200 SXM 143,771; B200 183,359; V100 SXM2 32GB 32,768")
+_FP8 = ("dense FP8 tensor-core peak, half the datasheet's with-sparsity figure: H100/H200/H800 SXM 3,958 -> "
+        "1,979 TFLOPS; HGX B200 72 PFLOPS / 8 GPUs -> 9,000 -> 4,500 TFLOPS; A100, V100 and TPU v3/v4 have "
+        "no FP8 tensor cores")
+
 _V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
                    "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
                    "technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
@@ -101,33 +121,48 @@ _TABLE = (
     GPU("A100-40GB", 312 * TFLOPS, 40 * GB, 1555 * GB, 600 * GB, 200 * GBIT, 8,
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
-                 "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100},
-        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g")),
+                 "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
+                 "memory_mib": _NVIDIA_SMI},
+        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g"), memory_mib=40960),
     GPU("A100-80GB", 312 * TFLOPS, 80 * GB, 2039 * GB, 600 * GB, 200 * GBIT, 8,
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
-                 "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100},
-        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g")),
+                 "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
+                 "memory_mib": _NVIDIA_SMI},
+        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g"), memory_mib=81920),
     GPU("H100", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H100_DATASHEET,
-                 "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER},
-        aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5")),
+                 "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI},
+        aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5"),
+        peak_fp8_flops=3958 / 2 * TFLOPS, memory_mib=81559),
+    GPU("H800", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 400 * GB, 400 * GBIT, 8,
+        sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
+                 "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H800,
+                 "network_bytes_per_s": _H800, "gpus_per_node": _H800, "peak_fp8_flops": _FP8,
+                 "memory_mib": _NVIDIA_SMI},
+        aliases=("h800-sxm", "h800 sxm", "h800_sxm", "h800-80gb"), peak_fp8_flops=3958 / 2 * TFLOPS,
+        memory_mib=81559),
     GPU("H200", 1979 / 2 * TFLOPS, 141 * GB, 4800 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H200_PAGE, "hbm_bytes": _H200_PAGE, "hbm_bytes_per_s": _H200_PAGE,
                  "nvlink_bidirectional_bytes_per_s": _H200_PAGE,
-                 "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER},
-        aliases=("h200-sxm", "h200 sxm", "h200_sxm", "h200-141gb")),
+                 "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI},
+        aliases=("h200-sxm", "h200 sxm", "h200_sxm", "h200-141gb"), peak_fp8_flops=3958 / 2 * TFLOPS,
+        memory_mib=143771),
     GPU("B200", 36000 / 8 / 2 * TFLOPS, 1440 / 8 * GB, 64 / 8 * TB, 1800 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _HGX_B200, "hbm_bytes": _DGX_B200, "hbm_bytes_per_s": _DGX_B200,
                  "nvlink_bidirectional_bytes_per_s": _HGX_B200,
-                 "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200},
-        aliases=("b200-sxm", "hgx-b200", "dgx-b200")),
+                 "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200,
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI},
+        aliases=("b200-sxm", "hgx-b200", "dgx-b200"), peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
         sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,
-                 "network_bytes_per_s": _DGX1_V100, "gpus_per_node": _DGX1_V100},
-        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100")),
+                 "network_bytes_per_s": _DGX1_V100, "gpus_per_node": _DGX1_V100,
+                 "memory_mib": _NVIDIA_SMI},
+        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100"), memory_mib=32768),
     GPU("TPUv3", 123 * TFLOPS, 32 * GIB, 900 * GB, 2 * 340 * TB / 1024, 340 * TB / 1024, 1024,
         sources={"peak_bf16_flops": _TPU_V3, "hbm_bytes": _TPU_V3, "hbm_bytes_per_s": _TPU_V3,
                  "nvlink_bidirectional_bytes_per_s": _TPU_V3, "network_bytes_per_s": _TPU_DCN,

@@ -32,10 +32,13 @@ RUNS = {
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs"},
+    {"architecture"},
+    {"layout", "hf_config", "presets"},
     {"memory", "measure"},
     {"costs"},
     {"step_time", "published_layouts"},
-    {"capacity", "layout_search"},
+    {"layout_search"},
+    {"capacity"},
     {"replay"},
     {"args"},
     {"step_time_cli"},

@@ -7,7 +7,9 @@ import numpy as np
 from playground import hardware
 from playground.figures import figure
 from playground.planner.capacity_explorer import MFU, explorer_figure  # MFU: the fixed MFU of the sweeps below
-from playground.planner.memory import MEMORY_RESERVE, per_gpu_memory, usable_memory_bytes
+from playground.planner.layout import Layout
+from playground.planner.memory import FRAGMENTATION, FRAMEWORK_BYTES, memory_per_gpu, usable_memory_bytes
+from playground.planner.presets import preset
 from playground.planner.replay import plan_json, published_table
 from playground.plotting import COLORS, new_figure
 
@@ -51,21 +53,24 @@ def days_vs_cluster_size():
 def memory_vs_zero_and_layout():
     fig, ax = new_figure(width=7.0)
     layouts = [(1, 1), (8, 1), (8, 4), (8, 16)]
-    stages, width = [0, 1, 2, 3], 0.2
-    arch = plan_json(params=70e9, tokens=1.4e12, gpu="H100", gpus=1024)["architecture"]
+    stages, width, gib = [0, 1, 2, 3], 0.2, 2 ** 30
+    model, gpus = preset("llama3-70b"), 1024
     for i, (tp, pp) in enumerate(layouts):
-        totals = [per_gpu_memory(70e9, arch, tp, pp, 1024 // (tp * pp), stage, "selective", 1, 12)["total"] / 1e9
-                  for stage in stages]
+        dp = gpus // (tp * pp)
+        totals = [memory_per_gpu(model, Layout.today(tp, pp, dp, global_batch=1024, zero_stage=stage,
+                                                     recompute="selective"))["total"] / gib for stage in stages]
         ax.bar(np.array(stages) + (i - 1.5) * width, totals, width, color=COLORS[i],
-               label=f"TP={tp} x PP={pp} (DP={1024 // (tp * pp)})")
-    ax.axhline(hardware.gpu("H100").hbm_bytes / 1e9, color="black", lw=1.5)
-    ax.axhline(usable_memory_bytes(hardware.gpu("H100")) / 1e9, color="black", lw=1, ls="--")
-    ax.text(-0.45, hardware.gpu("H100").hbm_bytes / 1e9 * 1.15,
-            f"H100 HBM: 80 GB (dashed: {100 * (1 - MEMORY_RESERVE):.0f}% usable)", fontsize=9)
+               label=f"TP={tp} x PP={pp} (DP={dp})")
+    h100 = hardware.gpu("H100")
+    ax.axhline(h100.memory_bytes / gib, color="black", lw=1.5)
+    ax.axhline(usable_memory_bytes(h100) / gib, color="black", lw=1, ls="--")
+    ax.text(-0.45, h100.memory_bytes / gib * 1.15,
+            f"H100: {h100.memory_bytes / gib:.1f} GiB (dashed: usable, less {FRAMEWORK_BYTES / gib:.0f} GiB "
+            f"and {100 * FRAGMENTATION:.0f}%)", fontsize=9)
     ax.set_yscale("log")
     ax.set_xticks(stages, [f"ZeRO-{s}" for s in stages])
-    ax.set_ylabel("GB per GPU (states + activations)")
-    ax.set_title("70B on 1024 H100s, selective recompute: 16 Psi / (TP PP) shrinks with ZeRO")
+    ax.set_ylabel("GiB per GPU (states + activations + logits)")
+    ax.set_title("Llama 3 70B at 8K on 1024 H100s, flash attention: ZeRO shrinks 16 Psi / (TP PP)")
     ax.legend(fontsize=8)
     return fig
 

@@ -1,27 +1,48 @@
 """The planner's flags, shared by its two commands (``capacity_plan`` and ``step_time``).
 
-Numbers accept K/M/B/T suffixes (``parse_number``); a parse error raises ``PlanError`` instead of
-printing argparse's usage dump, so each command can say it in one line and exit with status 2.
+Every option has a help line with its unit and default.  Numbers accept K/M/B/T (decimal) and
+Ki/Mi/Gi/Ti (binary) suffixes (``parse_number``: ``16M`` = 16e6, ``16Mi`` = 2^24).  A parse
+error raises ``PlanError`` instead of printing argparse's usage dump, so each command says it in
+one line and exits with status 2.  ``resolve_model`` turns ``--model`` / ``--hf-config`` / the
+architecture flags into one ``Model`` (flags override what a preset or config says);
+``layout_knobs`` collects the layout flags, leaving out what was not given so that today's
+defaults (``Layout.today``) apply.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import replace
 
 from playground import hardware
+from playground.planner.architecture import Model
+from playground.planner.capacity import DEFAULT_SEQ_LEN
 from playground.planner.errors import PlanError
+from playground.planner.hf_config import read_hf_config
+from playground.planner.layout import Cluster
+from playground.planner.presets import preset, preset_names
 
-__all__ = ["parse_number", "planner_parser", "add_layout_arguments", "glue_negative_values"]
+__all__ = ["parse_number", "planner_parser", "glue_negative_values", "resolve_model", "layout_knobs",
+           "number", "whole", "cluster_from_args", "run_command"]
 
-_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
+_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15,
+           "ki": 2 ** 10, "mi": 2 ** 20, "gi": 2 ** 30, "ti": 2 ** 40}
 
 
 def parse_number(text: str) -> float:
-    """'175e9', '175B', '1.4T', '4M' -> float; anything else -> PlanError."""
-    t = text.strip()
-    scale = _SUFFIX.get(t[-1:].lower(), 1.0) if t and t[-1:].isalpha() else 1.0
+    """'175e9', '175B', '1.4T', '4M' (4e6), '16Mi' (2^24) -> float; anything else -> PlanError."""
+    t = str(text).strip()
+    scale = 1.0
+    for suffix in sorted(_SUFFIX, key=len, reverse=True):
+        if t.lower().endswith(suffix) and t[:-len(suffix)][-1:].replace(".", "0").isdigit():
+            scale, t = _SUFFIX[suffix], t[:-len(suffix)]
+            break
     try:
-        value = float(t[:-1] if scale != 1.0 else t) * scale
+        value = float(t) * scale
     except ValueError:
         raise PlanError(f"not a number: {text!r}") from None
     return value
@@ -32,35 +53,161 @@ class _Parser(argparse.ArgumentParser):
         raise PlanError(message)
 
 
-def planner_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m playground.capacity_plan",
-                description="Capacity plan of an LLM training run (numbers accept K/M/B/T suffixes).")
-    num = ["params", "active-params", "tokens", "compute", "layers", "hidden", "heads", "vocab",
-           "seq-len", "global-batch-tokens", "gpus", "mfu", "achieved-tflops", "price-per-gpu-hour",
-           "micro-batch-size", "max-days"]
-    for name in num:
-        p.add_argument(f"--{name}", type=str, default=None)
-    p.add_argument("--gpu", default="H100", help=f"one of {', '.join(hardware.gpu_names())}")
-    p.add_argument("--recompute", default="none", help="none | selective | full")
-    p.add_argument("--zero-stage", default="0", help="0 | 1 | 2 | 3")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    return add_layout_arguments(p)   # --tp --pp --dp --vpp --search ...: the step-time model
+_BOOL = argparse.BooleanOptionalAction
 
 
-_LAYOUT_FLAGS = ("tp", "pp", "dp", "vpp")
+def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=(
+        "Capacity plan of an LLM training run: tokens -> steps -> FLOPs -> GPU-hours -> days, memory per GPU,\n"
+        "and the step time of one parallel layout (given, or found with --search).  Every figure of the\n"
+        "report comes from that one layout's prediction (or from --mfu when given).\n"
+        "Numbers take K/M/B/T (decimal) or Ki/Mi/Gi/Ti (binary) suffixes: 16M = 16e6, 16Mi = 2^24."),
+        epilog=("examples:\n"
+                "  %(prog)s --model llama3-8b --tokens 15T --gpus 64 --gpu H100\n"
+                "  %(prog)s --hf-config path/to/config.json --tokens 2T --gpus 512 --search\n"
+                "  %(prog)s --model llama3-405b --tokens 15.6T --gpus 8192 --tp 8 --pp 16 "
+                "--global-batch-tokens 16Mi\n"
+                "  %(prog)s --params 70B --tokens 1.4T --gpus 1024 --mfu 0.40   (no layout predicted)"))
+    m = p.add_argument_group("model (a preset, a config.json, or the shape by flags; flags override)")
+    m.add_argument("--model", metavar="NAME", help=f"a preset (default: none): {', '.join(preset_names())}")
+    m.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json, or a folder holding one, "
+                   "read offline (default: none)")
+    m.add_argument("--params", metavar="N", help="total parameters (default: counted from the shape; alone, "
+                   "a Llama-3-style shape is inferred)")
+    m.add_argument("--active-params", metavar="N", help="parameters one token passes through (default: counted; "
+                   "= --params for a dense model)")
+    for flag, text in (("layers", "transformer layers (default: the preset's or config's)"), ("hidden", "hidden size h (default: the preset's or config's)"),
+                       ("heads", "attention heads (default: the preset's or config's)"), ("kv-heads", "key/value heads (GQA; default: = --heads)"),
+                       ("head-dim", "size of one head (default: hidden / heads)"),
+                       ("ffn", "MLP width (default: 4 h)"), ("vocab", "vocabulary (default: 128256 when "
+                                                               "the shape is inferred, 51200 for a GPT by flags)"),
+                       ("seq-len", f"training sequence length in tokens (default: the preset's, else "
+                                   f"{DEFAULT_SEQ_LEN})"),
+                       ("experts", "routed experts per MoE layer (default: 0, dense)"),
+                       ("top-k", "experts each token is routed to (default: the preset's or config's)"), ("moe-ffn", "one routed expert's MLP width (default: --ffn)"),
+                       ("shared-experts", "shared experts per MoE layer, each of --moe-ffn (default: 0)")):
+        m.add_argument(f"--{flag}", metavar="N", help=text)
+    m.add_argument("--gated-mlp", action=_BOOL, default=None, help="SwiGLU MLP, three matrices (default: as the "
+                   "preset or config says; off for a GPT by flags)")
+    d = p.add_argument_group("data")
+    d.add_argument("--tokens", metavar="N", help="training tokens (no default: required unless --compute)")
+    d.add_argument("--compute", metavar="FLOPS", help="a FLOP budget instead of --params/--tokens, split "
+                   "Chinchilla-optimally at 20 tokens per parameter (default: none)")
+    d.add_argument("--global-batch", metavar="SEQS", help="sequences per optimizer step (default: from --global-batch-tokens)")
+    d.add_argument("--global-batch-tokens", metavar="N", help="tokens per optimizer step, rounded to whole "
+                   "sequences (default: 4Mi = 2^22)")
+    h = p.add_argument_group("hardware")
+    h.add_argument("--gpu", default="H100", help=f"GPU type (default: H100): {', '.join(hardware.gpu_names())}")
+    h.add_argument("--gpus", metavar="N", help="GPUs in the job, needed for days, DP and a step-time "
+                   "prediction (default: none)")
+    h.add_argument("--gpus-per-node", metavar="N", help="GPUs joined by NVLink (default: the GPU's node, 8)")
+    h.add_argument("--nvlink-gbs", metavar="GB/s", help="NVLink bandwidth per GPU, one direction "
+                   "(default: the hardware table's)")
+    h.add_argument("--network-gbs", metavar="GB/s", help="network bandwidth per GPU, one direction "
+                   "(default: the hardware table's, 50 GB/s on H100)")
+    lay = p.add_argument_group("layout (not given: --gpus alone searches for the fastest layout that fits)")
+    for flag, text in (("tp", "tensor-parallel degree (default: 1)"), ("pp", "pipeline stages (default: 1)"),
+                       ("vpp", "virtual stages per GPU, interleaved 1F1B (default: 1)"),
+                       ("cp", "context-parallel degree: the sequence split (default: 1)"),
+                       ("ep", "expert-parallel degree, within DP x CP (default: 1)"),
+                       ("dp", "data-parallel degree (default: GPUs / (TP x PP x CP))"),
+                       ("micro-batch-size", "sequences per micro-batch (default: 1)"),
+                       ("first-stage-layers", "layers on the first pipeline stage (default: as Megatron "
+                                              "places them)"),
+                       ("last-stage-layers", "layers on the last pipeline stage (default: as Megatron)"),
+                       ("hsdp", "ZeRO-3 as HSDP: shard over this many GPUs, replicate across (implies "
+                                "--zero-stage 3; default: plain FSDP, sharded over all of DP x CP)")):
+        lay.add_argument(f"--{flag}", metavar="N", help=text)
+    lay.add_argument("--zero-stage", choices=("0", "1", "2", "3"), help="ZeRO stage; 3 = FSDP (default: 1, the "
+                     "distributed optimizer, when DP x CP > 1; the search tries 1-3)")
+    lay.add_argument("--recompute", choices=("none", "selective", "full"), help="activation recomputation "
+                     "(default: none; the search tries none, then selective, then full)")
+    lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision (default: bf16)")
+    lay.add_argument("--flash-attention", action=_BOOL, default=None, help="fused attention, no s^2 scores "
+                     "(default: on)")
+    lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
+                     "(default: on when TP > 1)")
+    lay.add_argument("--dropout", action=_BOOL, default=None, help="keep dropout masks (default: off)")
+    lay.add_argument("--overlap-grad-reduce", action=_BOOL, default=None, help="reduce gradients during "
+                     "backward (default: on)")
+    lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
+                     "why each beats the next (default: off; the best is used either way)")
+    lay.add_argument("--top", metavar="N", help="layouts --search prints (default: 5)")
+    s = p.add_argument_group("speed, money, calendar")
+    s.add_argument("--mfu", metavar="F", help="assume this model-FLOPs utilization instead of predicting "
+                   "(0-1; default: predicted, or 0.40 without --gpus)")
+    s.add_argument("--achieved-tflops", metavar="TF", help="assume this executed TFLOP/s per GPU instead, "
+                   "recomputation included (default: predicted)")
+    s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
+    s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the report "
+                   "(default: the text report; the same numbers)")
+    return p
 
 
-def add_layout_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the layout flags to a planner-style parser (numbers as strings, parsed later)."""
-    have = set(parser._option_string_actions)
-    for name in (*_LAYOUT_FLAGS, "micro-batch-size", "ffn", "kv-heads", "gpus-per-node",
-                 "nvlink-gbs", "network-gbs", "global-batch"):
-        if f"--{name}" not in have:
-            parser.add_argument(f"--{name}", type=str, default=None)
-    for name in ("sequence-parallel", "flash-attention", "overlap-grad-reduce", "gated-mlp", "search"):
-        if f"--{name}" not in have:
-            parser.add_argument(f"--{name}", action="store_true")
-    return parser
+def number(opts, name: str, positive: bool = True) -> float | None:
+    """``--name`` parsed as a finite number (``7B``, ``1e3``, ``16Mi``), or None when not given."""
+    raw = getattr(opts, name.replace("-", "_"), None)
+    if raw is None:
+        return None
+    try:
+        value = parse_number(raw)
+    except PlanError as e:
+        raise PlanError(f"--{name}: {e}") from None
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise PlanError(f"--{name} must be a positive finite number, got {raw!r}")
+    return value
+
+
+def whole(opts, name: str) -> int | None:
+    value = number(opts, name)
+    if value is not None and value != int(value):
+        raise PlanError(f"--{name} must be a whole number, got {getattr(opts, name.replace('-', '_'))!r}")
+    return None if value is None else int(value)
+
+
+def resolve_model(opts) -> Model | None:
+    """The ``Model`` the flags describe, or None when only ``--params`` is given (the plan infers one)."""
+    if opts.model and opts.hf_config:
+        raise PlanError("give --model or --hf-config, not both")
+    base = preset(opts.model) if opts.model else read_hf_config(opts.hf_config) if opts.hf_config else None
+    shape = {k: whole(opts, k.replace("_", "-")) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim",
+                                                           "ffn", "vocab", "seq_len", "experts", "top_k",
+                                                           "moe_ffn", "shared_experts")}
+    if opts.gated_mlp is not None:
+        shape["gated_mlp"] = opts.gated_mlp
+    given = {k: v for k, v in shape.items() if v is not None}
+    if base is None:
+        core = [shape[k] for k in ("layers", "hidden", "heads")]
+        if all(v is None for v in core):
+            extra = sorted(set(given) - {"seq_len", "vocab"})
+            if extra:
+                raise PlanError(f"--{extra[0].replace('_', '-')} needs the shape: give --layers, --hidden and "
+                                f"--heads (or --model / --hf-config)")
+            return None
+        if any(v is None for v in core):
+            raise PlanError("give all of --layers, --hidden, --heads, or none of them")
+        return Model(**{"seq_len": DEFAULT_SEQ_LEN, **given})
+    if "experts" in given and "moe_ffn" not in given and not base.moe_ffn:
+        given["moe_ffn"] = base.ffn_width
+    return replace(base, **given) if given else base
+
+
+def layout_knobs(opts) -> dict:
+    """The layout flags that were given, as ``plan`` / ``Layout`` keywords."""
+    knobs = {k: whole(opts, f) for k, f in (("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"), ("ep", "ep"),
+                                            ("dp", "dp"), ("micro_batch", "micro-batch-size"),
+                                            ("first_stage_layers", "first-stage-layers"),
+                                            ("last_stage_layers", "last-stage-layers"), ("shard_group", "hsdp"))}
+    if opts.zero_stage is not None:
+        knobs["zero_stage"] = int(opts.zero_stage)
+    if knobs.get("shard_group"):
+        if knobs.get("zero_stage", 3) != 3:
+            raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
+        knobs["zero_stage"] = 3
+    for key in ("recompute", "dtype", "flash_attention", "sequence_parallel", "dropout", "overlap_grad_reduce"):
+        knobs[key] = getattr(opts, key)
+    return {k: v for k, v in knobs.items() if v is not None}
 
 
 def glue_negative_values(argv: list[str]) -> list[str]:
@@ -73,3 +220,25 @@ def glue_negative_values(argv: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
+
+
+def cluster_from_args(opts) -> Cluster:
+    gbs = lambda k: None if number(opts, k) is None else number(opts, k) * 1e9  # noqa: E731
+    return Cluster.of(opts.gpu, whole(opts, "gpus-per-node"), gbs("nvlink-gbs"), gbs("network-gbs"))
+
+
+def run_command(name: str, argv, compute, show) -> int:
+    """Parse, compute, print; one line on stderr and exit 2 for bad input; quiet on a closed pipe."""
+    try:
+        argv = glue_negative_values(list(sys.argv[1:] if argv is None else argv))
+        opts = planner_parser(f"python -m playground.{name}").parse_args(argv)
+        result = compute(opts)
+    except PlanError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+    try:
+        print(json.dumps(result, indent=2, default=str) if opts.json else show(result, opts))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `... | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0

@@ -1,58 +1,68 @@
-"""The capacity plan: tokens -> steps -> FLOPs -> GPU-hours -> days -> memory -> forced parallelism.
+"""The capacity plan: tokens -> steps -> FLOPs -> GPU-hours -> days, from one layout's prediction.
 
-``plan(...)`` turns a training run's size into what it costs on a given GPU, as one JSON-ready dict;
-``python -m playground.capacity_plan --params 70B --tokens 1.4T --gpu H100 --gpus 1024 [--json]``
-prints it (the command line is ``playground.planner.cli``).  Not exact — accurate enough to catch a
-10x fantasy plan.  It reads every formula from the modules below it:
+``plan(...)`` turns a training run into what it costs on a given GPU, as one JSON-ready dict;
+``python -m playground.capacity_plan`` prints it (the command line is ``playground.planner.cli``).
+One rule keeps the report consistent: **every figure comes from one source of speed.**
 
-* FLOPs: ``playground.planner.flops`` (6 N D, 8 N D with full recomputation, or Megatron's
-  per-iteration count when the architecture is given).
-* Memory and forced parallelism: ``playground.planner.memory`` (model states, activations, the
-  smallest TP x PP that fits).
-* The compute-optimal size and the predicted loss: ``playground.planner.scaling_laws``.
+* With ``gpus`` and no ``mfu`` / ``achieved_tflops``: a layout — the one given, or the fastest
+  ``layout_search.search`` finds — is predicted by ``step_time.predict``; steps x its step time
+  give the days and GPU-hours, its FLOP count the FLOPs, MFU and HFU, its memory the fit.
+* With ``mfu`` or ``achieved_tflops`` given (or no ``gpus``): that speed sets the time; FLOPs are
+  counted from the architecture (6 N D when only a parameter count is known); the layout given, or
+  else the least model parallelism that fits (``minimal_model_parallelism``), sets the memory.
+
+The model is a ``Model`` (a preset, a ``config.json``, flags), or one inferred from ``params``
+(``infer_architecture``).  The compute-optimal size and the predicted loss come from
+``scaling_laws``.  Not exact — accurate enough to catch a 10x fantasy plan, and to pick a layout.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, replace
 
 from playground import hardware
+from playground.planner.architecture import Model
+from playground.planner.costs import flops_per_step
 from playground.planner.errors import PlanError
-from playground.planner.flops import flops_per_token, megatron_flops_per_iteration
-from playground.planner.memory import RECOMPUTE, forced_parallelism, usable_memory_bytes
+from playground.planner.layout import Cluster, Layout, check_layout
+from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
+from playground.planner.memory import memory_per_gpu
+from playground.planner.presets import preset
 from playground.planner.published_runs import HIGHEST_PUBLISHED_MFU, MAX_REPORTED_MFU
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
+from playground.planner.step_time import predict
 
 __all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_SEQ_LEN",
-           "DEFAULT_VOCAB", "MAX_LAYERS"]
+           "DEFAULT_VOCAB", "MAX_LAYERS", "DEGREES"]
 
-DEFAULT_MFU = 0.40          # used only when neither --mfu nor --achieved-tflops is given; said so
-DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4M, GPT-3/Llama-2 scale)
-DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 2048, 50257
-MAX_LAYERS = 10_000  # 100x the deepest published LLMs; the layout search tries every PP up to it
+DEFAULT_MFU = 0.40          # used only when no layout is predicted and no --mfu / --achieved-tflops; said so
+DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4Mi)
+DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 8192, 128256  # Llama 3's pre-training context and vocabulary
+MAX_LAYERS = 10_000  # 100x the deepest published LLMs
+DEGREES = ("tp", "pp", "vpp", "cp", "ep", "dp")
 
 
-# ----------------------------------------------------------------------------- shape
-def infer_architecture(params: float, seq_len: int = DEFAULT_SEQ_LEN, vocab: int = DEFAULT_VOCAB) -> dict:
-    """A GPT shape for ``params`` when none is given: N = 12 l h^2, h / l = 128, head size 128.
-
-    GPT-3 175B (96 layers, h = 12288) has exactly that aspect ratio.  Layers and heads are rounded
-    to multiples of 8 (when there are at least 8) so that TP and PP have divisors to work with.
-    """
+def infer_architecture(params: float, seq_len: int = DEFAULT_SEQ_LEN, vocab: int = DEFAULT_VOCAB) -> Model:
+    """A Llama-3-style shape for ``params`` when none is given: hidden h = 128 l (Llama 3 8B and
+    405B have h / l = 128 and 130), heads of 128, 8 KV heads (GQA), a SwiGLU MLP of 3.5 h, RMSNorm,
+    no biases, untied embeddings, so N = l (12.5 h^2 + 2048 h) + 2 V h.  Layers and heads are
+    rounded to multiples of 8 (when there are at least 8) so TP and PP have divisors to work with;
+    the parameter count stays the one given."""
     def round8(x: float) -> int:
         return max(8, 8 * round(x / 8)) if x >= 6 else max(1, round(x))
-    layers = round8((params / (12 * 128 ** 2)) ** (1 / 3))
-    heads = round8(math.sqrt(params / (12 * layers)) / 128)
-    return {"layers": layers, "hidden": 128 * heads, "heads": heads, "vocab": vocab, "seq_len": seq_len,
-            "source": "inferred from params (N = 12 l h^2, h/l = 128, head size 128, rounded to 8s)"}
+    body = max(params - 2 * vocab * 128, params / 2)
+    layers = round8((body / (12.5 * 128 ** 2)) ** (1 / 3))
+    heads = round8(math.sqrt(body / (12.5 * layers)) / 128)
+    h = 128 * heads
+    return Model(layers, h, heads, vocab, seq_len, ffn=int(3.5 * h), kv_heads=min(8, heads), gated_mlp=True,
+                 params=params, tied_embeddings=False, position_embeddings=False, qkv_bias=False,
+                 proj_bias=False, norm="rmsnorm", name="inferred (Llama-3 style)")
 
 
-# ----------------------------------------------------------------------------- input checks
-def _number(name, value, integer=False, allow_none=True):
+def _number(name, value, integer=False):
     if value is None:
-        if allow_none:
-            return None
-        raise PlanError(f"--{name} is required")
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise PlanError(f"--{name} must be a finite number, got {value!r}")
     if value <= 0:
@@ -64,136 +74,204 @@ def _number(name, value, integer=False, allow_none=True):
     return float(value)
 
 
-def _check(kw: dict) -> dict:
-    n = lambda k, **o: _number(k.replace("_", "-"), kw.get(k), **o)  # noqa: E731
-    out = dict(kw)
-    for k in ("params", "active_params", "tokens", "compute", "global_batch_tokens", "mfu",
-              "achieved_tflops", "price_per_gpu_hour", "max_days"):
-        out[k] = n(k)
-    for k in ("layers", "hidden", "heads", "vocab", "seq_len", "gpus", "micro_batch_size"):
-        out[k] = n(k, integer=True)
-    if out["compute"] is not None and (out["params"] is not None or out["tokens"] is not None):
+def _resolve_model(model, params, active_params, seq_len, arch) -> tuple[Model, str]:
+    if isinstance(model, str):
+        model = preset(model)
+        shape_source = "preset"
+    else:
+        shape_source = "given"
+    if model is None and arch.get("layers") is not None:
+        model = Model(**{k: v for k, v in arch.items() if v is not None}, seq_len=seq_len or DEFAULT_SEQ_LEN,
+                      params=params)
+        return model, "given"
+    if model is None:
+        if params is None:
+            raise PlanError("give a model (--model, --hf-config or --layers/--hidden/--heads) or --params")
+        return infer_architecture(params, seq_len or DEFAULT_SEQ_LEN, arch.get("vocab") or DEFAULT_VOCAB), "inferred"
+    changes = {k: v for k, v in arch.items() if v is not None}
+    if seq_len:
+        changes["seq_len"] = seq_len
+    if params is not None:
+        changes["params"] = params
+    return (replace(model, **changes) if changes else model), shape_source + (" + flags" if changes else "")
+
+
+def plan(params=None, active_params=None, tokens=None, compute=None, model: Model | str | None = None,
+         layers=None, hidden=None, heads=None, vocab=None, seq_len=None, global_batch=None,
+         global_batch_tokens=None, gpu="H100", gpus=None, mfu=None, achieved_tflops=None,
+         price_per_gpu_hour=None, max_days=365, search_top=5, cluster: Cluster | None = None,
+         model_source: str | None = None, **knobs) -> dict:
+    """The capacity plan of one training run, as a JSON-ready dict (see the module docstring).
+
+    ``knobs``: the layout (``tp pp vpp cp ep dp micro_batch zero_stage shard_group recompute dtype
+    sequence_parallel flash_attention dropout overlap_grad_reduce first_stage_layers
+    last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
+    shared_experts``); anything not given takes today's default (``Layout.today``)."""
+    for k, v in (("params", params), ("active-params", active_params), ("tokens", tokens), ("compute", compute),
+                 ("mfu", mfu), ("achieved-tflops", achieved_tflops), ("price-per-gpu-hour", price_per_gpu_hour),
+                 ("max-days", max_days), ("global-batch-tokens", global_batch_tokens)):
+        _number(k, v)
+    for k, v in (("seq-len", seq_len), ("gpus", gpus), ("global-batch", global_batch)):
+        _number(k, v, integer=True)
+    if compute is not None and (params is not None or tokens is not None):
         raise PlanError("give either --compute or --params/--tokens, not both")
-    if out["compute"] is None and (out["params"] is None or out["tokens"] is None):
-        raise PlanError("give --params and --tokens, or a FLOP budget with --compute")
-    if out["mfu"] is not None and out["achieved_tflops"] is not None:
+    if mfu is not None and achieved_tflops is not None:
         raise PlanError("give either --mfu or --achieved-tflops, not both")
-    if out["mfu"] is not None and out["mfu"] > 1:
-        raise PlanError(f"--mfu must be in (0, 1], got {out['mfu']!r}")
-    if kw.get("recompute") not in RECOMPUTE:
-        raise PlanError(f"--recompute must be one of {', '.join(RECOMPUTE)}, got {kw.get('recompute')!r}")
-    if kw.get("zero_stage") not in (0, 1, 2, 3) or isinstance(kw.get("zero_stage"), bool):
-        raise PlanError(f"--zero-stage must be 0, 1, 2 or 3, got {kw.get('zero_stage')!r}")
+    if mfu is not None and mfu > 1:
+        raise PlanError(f"--mfu must be in (0, 1], got {mfu!r}")
+    if global_batch is not None and global_batch_tokens is not None:
+        raise PlanError("give either --global-batch (sequences) or --global-batch-tokens, not both")
     try:
-        out["gpu"] = hardware.gpu(kw.get("gpu"))
+        spec = hardware.gpu(gpu)
     except hardware.UnknownGPUError as e:
         raise PlanError(str(e)) from None
-    if out["achieved_tflops"] is not None and out["achieved_tflops"] * 1e12 > out["gpu"].peak_bf16_flops:
-        raise PlanError(f"--achieved-tflops {out['achieved_tflops']:g} exceeds the {out['gpu'].name}'s "
-                        f"dense BF16 peak of {out['gpu'].peak_bf16_flops / 1e12:g} TFLOP/s")
-    if out["active_params"] is not None and out["params"] is not None and out["active_params"] > out["params"]:
+    cluster = cluster or Cluster.of(spec)
+    arch_keys = ("ffn", "kv_heads", "gated_mlp", "experts", "top_k", "moe_ffn", "shared_experts")
+    arch = {"layers": layers, "hidden": hidden, "heads": heads, "vocab": vocab,
+            **{k: knobs.pop(k) for k in arch_keys if k in knobs}}
+    if compute is not None:
+        params, tokens = chinchilla_optimal(compute)
+    if tokens is None:
+        raise PlanError("give --tokens (training tokens), or a FLOP budget with --compute")
+    m, shape_source = _resolve_model(model, params, active_params, seq_len, arch)
+    shape_source = model_source or shape_source
+    if m.layers > MAX_LAYERS:
+        raise PlanError(f"{m.layers:,} layers: the planner handles at most {MAX_LAYERS:,}")
+    N = m.param_count
+    N_active = active_params or m.active_param_count
+    if N_active > N:
         raise PlanError("--active-params cannot exceed --params")
-    shape = [out[k] for k in ("layers", "hidden", "heads")]
-    if any(v is not None for v in shape) and any(v is None for v in shape):
-        raise PlanError("give all of --layers, --hidden, --heads, or none of them")
-    if out["hidden"] is not None and out["hidden"] % out["heads"]:
-        raise PlanError(f"--hidden {out['hidden']} is not divisible by --heads {out['heads']}")
-    return out
+    if achieved_tflops is not None and achieved_tflops * 1e12 > spec.peak_bf16_flops * (2 if knobs.get("dtype") == "fp8" else 1):
+        raise PlanError(f"--achieved-tflops {achieved_tflops:g} exceeds the {spec.name}'s dense peak")
+    notes, warnings = [], []
 
+    # the batch: whole sequences
+    if global_batch is None:
+        want = global_batch_tokens or DEFAULT_GLOBAL_BATCH
+        global_batch = max(1, round(want / m.seq_len))
+        if global_batch * m.seq_len != want:
+            notes.append(f"global batch of {want:,.0f} tokens rounded to {global_batch:,} sequences of "
+                         f"{m.seq_len:,} = {global_batch * m.seq_len:,} tokens")
+        if global_batch_tokens is None:
+            notes.append(f"global batch not given: {DEFAULT_GLOBAL_BATCH:,} tokens (4Mi) assumed")
+    batch_tokens = global_batch * m.seq_len
+    steps = math.ceil(tokens / batch_tokens)
 
-# ----------------------------------------------------------------------------- the plan
-def plan(params=None, active_params=None, tokens=None, compute=None, layers=None, hidden=None,
-         heads=None, vocab=None, seq_len=None, global_batch_tokens=None, gpu="H100", gpus=None,
-         mfu=None, achieved_tflops=None, recompute="none", zero_stage=0, price_per_gpu_hour=None,
-         micro_batch_size=1, max_days=365) -> dict:
-    """The capacity plan of one training run, as a JSON-ready dict (see the module docstring)."""
-    k = _check(dict(locals()))
-    spec, warnings = k["gpu"], []
-    if k["compute"] is not None:
-        k["params"], k["tokens"] = chinchilla_optimal(k["compute"])
-    N, D = k["params"], k["tokens"]
-    N_active = k["active_params"] or N
-    opt_N, opt_D = chinchilla_optimal(6 * N_active * D)
-
-    if k["layers"] is not None:
-        arch = {"layers": k["layers"], "hidden": k["hidden"], "heads": k["heads"],
-                "vocab": k["vocab"] or DEFAULT_VOCAB, "seq_len": k["seq_len"] or DEFAULT_SEQ_LEN,
-                "source": "given"}
+    # the layout and the source of speed
+    knobs = {k: v for k, v in knobs.items() if v is not None}
+    degrees = {k: knobs.pop(k) for k in DEGREES if k in knobs}
+    speed_given = mfu is not None or achieved_tflops is not None
+    prediction, searched, advice = None, None, []
+    if gpus is None and degrees:
+        gpus = math.prod(degrees.get(k, 1) for k in ("tp", "pp", "cp", "dp")) if "dp" in degrees else None
+        if gpus is None:
+            raise PlanError("a layout needs --gpus (or --dp)")
+    if gpus is not None and degrees:
+        rest = gpus // math.prod(degrees.get(k, 1) for k in ("tp", "pp", "cp"))
+        dp = degrees.get("dp", rest)
+        layout = Layout.today(degrees.get("tp", 1), degrees.get("pp", 1), dp, global_batch=global_batch,
+                              **{k: degrees[k] for k in ("vpp", "cp", "ep") if k in degrees}, **knobs)
+        source = "given"
+    elif gpus is not None and not speed_given:
+        searched = search(m, cluster, gpus, global_batch, top=search_top, **knobs)
+        if searched["best"] is None:
+            layout, source = minimal_model_parallelism(m, spec, gpus, global_batch, **knobs)["layout"], "closest"
+        else:
+            layout, source = Layout(**searched["best"]["layout"]), "found by the search"
     else:
-        arch = infer_architecture(N, k["seq_len"] or DEFAULT_SEQ_LEN, k["vocab"] or DEFAULT_VOCAB)
-    if arch["layers"] > MAX_LAYERS:
-        given = "--layers" if arch["source"] == "given" else f"the {N:g} parameters (inferred)"
-        raise PlanError(f"{arch['layers']:,} layers from {given}: the planner handles at most "
-                        f"{MAX_LAYERS:,}")
-    batch_tokens = k["global_batch_tokens"] or DEFAULT_GLOBAL_BATCH
-    batch_tokens = int(batch_tokens) if batch_tokens == int(batch_tokens) else batch_tokens
-    if batch_tokens < arch["seq_len"]:
-        raise PlanError(f"--global-batch-tokens {batch_tokens:g} is less than one sequence of "
-                        f"{arch['seq_len']} tokens")
-    steps = math.ceil(D / batch_tokens)
+        found = minimal_model_parallelism(m, spec, gpus, global_batch, **knobs)
+        layout, source = found["layout"], "least model parallelism that fits"
+    check_layout(m, layout, gpus)
+    memory = memory_per_gpu(m, layout, spec)
+    if gpus is not None and not speed_given:
+        prediction = predict(m, cluster, layout)
 
-    # FLOPs: Megatron's count when the (dense) architecture is given, else 6ND / 8ND
-    if arch["source"] == "given" and N_active == N:
-        per_seq = lambda rc: megatron_flops_per_iteration(1, arch["seq_len"], arch["layers"],  # noqa: E731
-                                                          arch["hidden"], arch["vocab"], rc)
-        sequences = D / arch["seq_len"]
-        total_flops, model_flops = per_seq(recompute) * sequences, per_seq("none") * sequences
-        method = "megatron"
+    # one source of speed for every figure
+    if prediction is not None:
+        step_s = prediction["step_time_s"]
+        train_s = steps * step_s
+        gpu_seconds = train_s * gpus
+        model_flops = steps * prediction["model_flops_per_step"]
+        total_flops = steps * prediction["flops_per_step"]
+        speed = "predicted for the layout (playground.planner.step_time)"
+        flops_method = "counted"
     else:
-        total_flops, model_flops = flops_per_token(N_active, recompute) * D, 6 * N_active * D
-        method = "8ND" if recompute == "full" else "6ND"
-
-    # time: MFU is defined on model FLOPs; an achieved TFLOP/s counts the FLOPs actually executed
-    if k["achieved_tflops"] is not None:
-        gpu_seconds = total_flops / (k["achieved_tflops"] * 1e12)
-        source = "achieved TFLOP/s given (counts executed FLOPs, recomputation included)"
-    else:
-        mfu_in = k["mfu"] if k["mfu"] is not None else DEFAULT_MFU
-        gpu_seconds = model_flops / (mfu_in * spec.peak_bf16_flops)
-        source = "given" if k["mfu"] is not None else f"assumed default {DEFAULT_MFU}"
-    mfu_out = model_flops / (gpu_seconds * spec.peak_bf16_flops)
+        if shape_source == "inferred" or active_params is not None:
+            model_flops = 6 * N_active * tokens
+            total_flops = model_flops * (8 / 6 if layout.recompute == "full" else 1)
+            flops_method = "6ND" if layout.recompute != "full" else "8ND"
+        else:
+            unit = replace(layout, global_batch=1)
+            model_flops = flops_per_step(m, unit, "none") / m.seq_len * tokens
+            total_flops = flops_per_step(m, unit) / m.seq_len * tokens
+            flops_method = "counted"
+        if achieved_tflops is not None:
+            gpu_seconds = total_flops / (achieved_tflops * 1e12)
+            speed = "achieved TFLOP/s given (counts executed FLOPs, recomputation included)"
+        else:
+            gpu_seconds = model_flops / ((mfu or DEFAULT_MFU) * spec.peak_bf16_flops)
+            speed = "MFU given" if mfu is not None else f"assumed MFU {DEFAULT_MFU} (no layout predicted: give --gpus)"
+        train_s = gpu_seconds / gpus if gpus else None
+        step_s = train_s / steps if gpus else None
     gpu_hours = gpu_seconds / 3600
-    days = gpu_hours / k["gpus"] / 24 if k["gpus"] else None
-
-    par = forced_parallelism(N, arch, spec, k["gpus"], zero_stage, recompute, k["micro_batch_size"])
-    mem = par.pop("memory")
-    memory = {"model_states": mem["model_states"], "model_state_parts": mem["model_state_parts"],
-              "activations": mem["activations"], "total": mem["total"], "capacity": spec.hbm_bytes,
-              "usable": usable_memory_bytes(spec), "fits": par["fits"]}
-
-    # fantasy-plan warnings
+    days = train_s / 86400 if train_s is not None else None
+    mfu_out = model_flops / (gpu_seconds * spec.peak_bf16_flops)
+    hfu_out = total_flops / (gpu_seconds * spec.peak_bf16_flops)
+    if not memory["fits"]:
+        advice = fit_advice(m, layout, spec, gpus or layout.gpus)
+        what = ("; would fit with: " + "; ".join(f"{a['change']} ({a['memory_bytes'] / 2 ** 30:.1f} GiB)"
+                                                 for a in advice[:4])) if advice else \
+            "; no single change fits"
+        if not advice:
+            more = gpus_that_fit(m, spec, gpus or layout.gpus, global_batch)
+            if more:
+                advice = [{"change": f"--gpus {more['gpus']} ({more['layout'].describe()})",
+                           "memory_bytes": more["memory"]["total"], "layout": more["layout"]}]
+                what += f": the fewest GPUs that fit are {more['gpus']:,}, as {more['layout'].describe()}"
+        warnings.append(f"does NOT fit: {memory['total'] / 2 ** 30:.1f} GiB per GPU needed, "
+                        f"{memory['usable'] / 2 ** 30:.1f} GiB usable on the {spec.name}{what}")
+    opt_N, opt_D = chinchilla_optimal(6 * N_active * tokens)
     if mfu_out > MAX_REPORTED_MFU:
-        warnings.append(f"MFU {mfu_out:.2f} is above {MAX_REPORTED_MFU:.2f}, more than any published large run "
-                        f"reached (the highest among the replayed runs is {HIGHEST_PUBLISHED_MFU:.2f}; "
-                        f"Megatron-LM's 0.52 counts recomputation, i.e. HFU)")
-    if D < TOKENS_PER_PARAM / 2 * N_active:
-        warnings.append(f"{D / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
+        warnings.append(f"MFU {mfu_out:.2f} is above {MAX_REPORTED_MFU:.3f}, the highest published for a run "
+                        f"of 10,000+ GPUs (MegaScale, Jiang et al. 2024; of the replayed runs the highest is "
+                        f"{HIGHEST_PUBLISHED_MFU:.2f})")
+    if tokens < TOKENS_PER_PARAM / 2 * N_active:
+        warnings.append(f"{tokens / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
                         f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "
                         f"on {opt_D / 1e9:.3g}B tokens")
-    if not par["fits"]:
-        warnings.append(f"nothing fits: even TP={par['tp']} x PP={par['pp']} needs "
-                        f"{mem['total'] / 1e9:.1f} GB per GPU, the {spec.name} has {spec.hbm_bytes / 1e9:.0f} GB "
-                        f"({usable_memory_bytes(spec) / 1e9:.0f} GB usable)")
-    sequences_per_step = batch_tokens / arch["seq_len"]
-    if par["fits"] and sequences_per_step < par["dp"] * k["micro_batch_size"]:
-        warnings.append(f"global batch of {sequences_per_step:g} sequences is smaller than DP={par['dp']} "
-                        f"x micro-batch {k['micro_batch_size']}: some replicas would get no data")
-    if days is not None and days > k["max_days"]:
-        warnings.append(f"{days:.0f} days of training exceeds the {k['max_days']:g}-day calendar")
-    if k["gpus"] is None:
-        warnings.append("no --gpus given: days and the data-parallel degree are not computed")
+    if global_batch < layout.dp * layout.micro_batch:
+        warnings.append(f"global batch of {global_batch} sequences is smaller than DP={layout.dp} x micro-batch "
+                        f"{layout.micro_batch}: some replicas would get no data")
+    if days is not None and days > max_days:
+        warnings.append(f"{days:.0f} days of training exceeds the {max_days:g}-day calendar")
+    if gpus is None:
+        warnings.append("no --gpus given: days, the data-parallel degree and a step-time prediction need it")
 
-    return {
-        "params": N, "active_params": N_active, "tokens": D,
+    out = {
+        "params": N, "active_params": N_active, "tokens": tokens,
         "compute_optimal": {"params": opt_N, "tokens": opt_D, "approach": 1},
-        "predicted_loss": chinchilla_loss(N_active, D),
-        "architecture": arch, "gpu": spec.name, "gpus": k["gpus"],
-        "flops_per_token": total_flops / D, "model_flops": model_flops, "total_flops": total_flops,
-        "flops_method": method, "recompute": recompute,
-        "global_batch_tokens": batch_tokens, "steps": steps,
-        "mfu": mfu_out, "hfu": total_flops / (gpu_seconds * spec.peak_bf16_flops), "mfu_source": source,
-        "tflops_per_gpu": total_flops / gpu_seconds / 1e12,
+        "predicted_loss": chinchilla_loss(N_active, tokens),
+        "architecture": {**{k: v for k, v in asdict(m).items()}, "source": shape_source, "description": m.describe()},
+        "gpu": spec.name, "gpus": gpus,
+        "flops_per_token": total_flops / tokens, "model_flops": model_flops, "total_flops": total_flops,
+        "flops_method": flops_method, "recompute": layout.recompute,
+        "global_batch": global_batch, "global_batch_tokens": batch_tokens, "steps": steps,
+        "step_time_s": step_s, "tokens_per_s": batch_tokens / step_s if step_s else None,
+        "mfu": mfu_out, "hfu": hfu_out, "mfu_source": speed, "speed_source": speed,
+        "tflops_per_gpu": total_flops / gpu_seconds / 1e12, "model_tflops_per_gpu": model_flops / gpu_seconds / 1e12,
         "gpu_hours": gpu_hours, "days": days,
-        "cost": gpu_hours * k["price_per_gpu_hour"] if k["price_per_gpu_hour"] else None,
-        "memory": memory, "parallelism": par, "warnings": warnings,
+        "cost": gpu_hours * price_per_gpu_hour if price_per_gpu_hour else None,
+        "memory": memory,
+        "parallelism": {**{k: getattr(layout, k) for k in ("tp", "pp", "vpp", "cp", "ep", "dp", "zero_stage",
+                                                           "micro_batch", "shard_group")},
+                        "fits": memory["fits"], "source": source, "description": layout.describe()},
+        "layout": asdict(layout), "fit_advice": [{k: a[k] for k in ("change", "memory_bytes")} for a in advice],
+        "notes": notes, "warnings": warnings,
     }
+    if prediction is not None:
+        out["layout_prediction"] = prediction
+        out["time_breakdown"] = prediction["time_breakdown"]
+        out["placement_note"] = prediction["placement_note"]
+    if searched is not None:
+        out["search"] = {k: v for k, v in searched.items() if k != "best"}
+    return out

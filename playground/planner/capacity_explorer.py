@@ -9,7 +9,7 @@ recomputation and see days, GPU-hours, per-GPU memory and the forced layout;
 from __future__ import annotations
 
 from playground import hardware
-from playground.planner.memory import MEMORY_RESERVE
+from playground.planner.memory import FRAGMENTATION, FRAMEWORK_BYTES
 from playground.planner.replay import plan_json
 from playground.plotting import COLORS, new_figure
 
@@ -27,20 +27,23 @@ def explorer_figure(params=70e9, tokens=1.4e12, gpus=1024, mfu=MFU, gpu="H100", 
     fig, ax = new_figure(width=6.4, height=3.0)
     parts = m["model_state_parts"]
     left = 0
+    gib = 2 ** 30
     for (label, value), color in zip([("parameters", parts["parameters"]), ("gradients", parts["gradients"]),
-                                      ("optimizer", parts["optimizer"]), ("activations", m["activations"])],
+                                      ("optimizer", parts["optimizer"]), ("ZeRO-3 buffers", m["zero3_buffers"]),
+                                      ("activations", m["activations"]), ("logits", m["logits"])],
                                      COLORS):
-        ax.barh(0, value / 1e9, left=left, color=color, label=label)
-        left += value / 1e9
-    ax.axvline(m["capacity"] / 1e9, color="black", lw=1.5)
-    ax.axvline(m["usable"] / 1e9, color="black", lw=1, ls="--")
+        ax.barh(0, value / gib, left=left, color=color, label=label)
+        left += value / gib
+    ax.axvline(m["capacity"] / gib, color="black", lw=1.5)
+    ax.axvline(m["usable"] / gib, color="black", lw=1, ls="--")
     ax.set_yticks([])
-    ax.set_xlabel(f"GB per {p['gpu']} (black line: HBM; dashed: usable, {100 * MEMORY_RESERVE:.0f}% reserved)")
-    layout = f"TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"
+    ax.set_xlabel(f"GiB per {p['gpu']} (black line: memory; dashed: usable, less {FRAMEWORK_BYTES / gib:.0f} GiB "
+                  f"and {100 * FRAGMENTATION:.0f}%)")
+    layout = par["description"]
     ax.set_title(f"{params / 1e9:.0f}B on {tokens / 1e12:.2g}T tokens, {gpus} GPUs at MFU {mfu:.2f}: "
                  f"{p['days']:.1f} days, {p['gpu_hours'] / 1e6:.2f}M GPU-hours\n{layout}"
                  + ("" if par["fits"] else "  -- nothing fits"), fontsize=10)
-    ax.legend(ncol=4, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    ax.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
     return fig, p
 
 

@@ -1,47 +1,18 @@
-"""The capacity planner's command line: ``python -m playground.capacity_plan ... [--json]``.
+"""The capacity planner's command line: ``python -m playground.capacity_plan ... [--json]`` (or ``capacity-plan``).
 
-Numbers accept K/M/B/T suffixes; bad input gets one line on stderr and exit status 2.  The layout
-flags of the step-time model (``--tp --pp --dp --vpp --search``) are accepted too, so the same
-command predicts a layout's step time (``playground.planner.step_time_cli``).
+``--help`` explains every option with its unit and default (``playground.planner.args``).  Bad
+input gets one line on stderr and exit status 2, nothing on stdout.  The text report and
+``--json`` carry the same numbers: the report is printed from the JSON-ready dict of ``plan``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import sys
-
-from playground.planner import step_time_cli
-from playground.planner.args import glue_negative_values, parse_number, planner_parser
-from playground.planner.errors import PlanError
+from playground.planner.args import cluster_from_args, layout_knobs, number, resolve_model, run_command, whole
 from playground.planner.capacity import plan
+from playground.planner.errors import PlanError
+from playground.planner.layout import Layout
 
-__all__ = ["main", "report"]
-
-
-# flags that describe a layout for the step-time model, not arguments of plan()
-_LAYOUT_KEYS = ("tp", "pp", "dp", "vpp", "ffn", "kv_heads", "gpus_per_node", "nvlink_gbs",
-                "network_gbs", "global_batch", "sequence_parallel", "flash_attention",
-                "overlap_grad_reduce", "gated_mlp", "search")
-
-
-def _kwargs(opts) -> dict:
-    kw = {}
-    for key, value in vars(opts).items():
-        if key in ("json", "gpu", "recompute", "zero_stage", *_LAYOUT_KEYS) or value in (None, False):
-            continue
-        number = parse_number(value)
-        if key in ("layers", "hidden", "heads", "vocab", "seq_len", "gpus", "micro_batch_size"):
-            if not math.isfinite(number):
-                raise PlanError(f"--{key.replace('_', '-')} must be a finite number, got {value!r}")
-            if number != int(number):
-                raise PlanError(f"--{key.replace('_', '-')} must be a whole number, got {value!r}")
-            number = int(number)
-        kw[key] = number
-    if opts.zero_stage not in ("0", "1", "2", "3"):
-        raise PlanError(f"--zero-stage must be 0, 1, 2 or 3, got {opts.zero_stage!r}")
-    kw.update(gpu=opts.gpu, recompute=opts.recompute, zero_stage=int(opts.zero_stage))
-    return kw
+__all__ = ["main", "report", "plan_from_args"]
 
 
 def _si(x, unit="") -> str:
@@ -53,49 +24,100 @@ def _si(x, unit="") -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
-def report(p: dict) -> str:
-    """A readable report of a plan dict."""
-    m, par = p["memory"], p["parallelism"]
+def _gib(x) -> str:
+    return f"{x / 2 ** 30:.1f} GiB"
+
+
+def plan_from_args(opts) -> dict:
+    """``plan(...)`` for parsed flags."""
+    n = lambda k: number(opts, k)  # noqa: E731
+    top = whole(opts, "top")
+    knobs = layout_knobs(opts)
+    if opts.search and any(k in knobs for k in ("tp", "pp", "dp", "cp", "ep", "vpp")):
+        raise PlanError("--search varies the layout: give it without --tp/--pp/--dp/--cp/--ep/--vpp "
+                        "(or give a layout without --search)")
+    if opts.search and not opts.gpus:
+        raise PlanError("--search needs --gpus")
+    return plan(params=n("params"), active_params=n("active-params"), tokens=n("tokens"), compute=n("compute"),
+                model=resolve_model(opts), global_batch=whole(opts, "global-batch"),
+                global_batch_tokens=n("global-batch-tokens"), gpu=opts.gpu, gpus=whole(opts, "gpus"),
+                mfu=n("mfu"), achieved_tflops=n("achieved-tflops"), price_per_gpu_hour=n("price-per-gpu-hour"),
+                max_days=n("max-days") or 365, search_top=top or 5, cluster=cluster_from_args(opts),
+                model_source=_model_source(opts), **knobs)
+
+
+def _model_source(opts) -> str | None:
+    """Where the shape came from, for the report: a preset, a config file, flags, or inferred."""
+    flags = any(getattr(opts, k) is not None for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn",
+                                                      "vocab", "seq_len", "experts", "top_k", "moe_ffn",
+                                                      "shared_experts", "gated_mlp"))
+    base = f"preset {opts.model}" if opts.model else f"config {opts.hf_config}" if opts.hf_config else None
+    if base is None:
+        return "flags" if opts.layers else None
+    return base + (" + flags" if flags else "")
+
+
+_FLOPS_METHOD = {"counted": "counted from the architecture, attention over the whole sequence as Megatron counts it",
+                 "6ND": "6 N D: only a parameter count is known", "8ND": "8 N D: 6 N D and the recomputed forward"}
+
+
+def report(p: dict, ranked: bool = False) -> str:
+    """A readable report of a plan dict: every number in it is a number of the dict."""
+    m, par, a = p["memory"], p["parallelism"], p["architecture"]
+    opt = p["compute_optimal"]
     lines = [
-        f"model      {_si(p['params'])} params ({_si(p['active_params'])} active), {_si(p['tokens'])} tokens; "
-        f"predicted loss {p['predicted_loss']:.3f}",
-        f"optimal    same FLOPs, Chinchilla: {_si(p['compute_optimal']['params'])} params on "
-        f"{_si(p['compute_optimal']['tokens'])} tokens",
-        f"compute    {_si(p['flops_per_token'], 'FLOP')}/token, {p['total_flops']:.3g} FLOPs ({p['flops_method']}, "
-        f"recompute {p['recompute']}), {p['steps']:,} steps of {_si(p['global_batch_tokens'])} tokens",
-        f"speed      {p['tflops_per_gpu']:.0f} TFLOP/s per {p['gpu']}, MFU {p['mfu']:.2f} ({p['mfu_source']})",
-        f"time       {p['gpu_hours']:,.0f} GPU-hours"
-        + (f" = {p['days']:.1f} days on {p['gpus']:,} GPUs" if p["days"] is not None else "")
-        + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else ""),
-        f"memory     {m['model_states'] / 1e9:.1f} GB states + {m['activations'] / 1e9:.1f} GB activations = "
-        f"{m['total'] / 1e9:.1f} GB of {m['usable'] / 1e9:.0f} GB usable ({m['capacity'] / 1e9:.0f} GB HBM) per GPU",
-        f"layout     TP={par['tp']} x PP={par['pp']} x DP={par['dp']}, ZeRO-{par['zero_stage']}"
-        + ("" if par["fits"] else "  (does NOT fit)"),
+        f"model      {a['name'] or 'the model'}: {a['description']} ({a['source']})",
+        f"           {_si(p['params'])} params ({_si(p['active_params'])} active), {_si(p['tokens'])} tokens; "
+        f"predicted loss {p['predicted_loss']:.3f}; Chinchilla for the same FLOPs: {_si(opt['params'])} params "
+        f"on {_si(opt['tokens'])} tokens",
+        f"batch      {p['global_batch']:,} sequences x {a['seq_len']:,} tokens = {p['global_batch_tokens']:,} tokens; "
+        f"{p['steps']:,} steps",
+        f"layout     {par['description']} ({par['source']})"
+        + (f"; {p['placement_note']}" if p.get("placement_note") and par["pp"] > 1 else ""),
     ]
+    if p.get("step_time_s"):
+        lines.append(f"speed      step {p['step_time_s']:.3g} s, {_si(p['tokens_per_s'])} tokens/s; "
+                     f"{p['tflops_per_gpu']:.0f} TFLOP/s per {p['gpu']} ({p['model_tflops_per_gpu']:.0f} model), "
+                     f"MFU {p['mfu']:.3f}, HFU {p['hfu']:.3f} ({p['speed_source']})")
+    else:
+        lines.append(f"speed      {p['tflops_per_gpu']:.0f} TFLOP/s per {p['gpu']}, MFU {p['mfu']:.3f}, "
+                     f"HFU {p['hfu']:.3f} ({p['speed_source']})")
+    lines += [
+        f"compute    {p['model_flops']:.3g} model FLOPs, {p['total_flops']:.3g} executed "
+        f"({_si(p['flops_per_token'], 'FLOP')}/token; " + _FLOPS_METHOD.get(p["flops_method"], p["flops_method"]) + ")",
+        f"time       {p['gpu_hours']:,.0f} GPU-hours"
+        + (f" = {p['days']:.1f} days on {p['gpus']:,} {p['gpu']}s" if p["days"] is not None else "")
+        + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else ""),
+        f"memory     {_gib(m['total'])} per GPU = states {_gib(m['model_states'])}"
+        + (f" + ZeRO-3 buffers {_gib(m['zero3_buffers'])}" if m["zero3_buffers"] else "")
+        + f" + activations {_gib(m['activations'])}" + (f" + logits {_gib(m['logits'])}" if m["logits"] else "")
+        + f" (stage {m['stage']}) of {_gib(m['usable'])} usable ({_gib(m['capacity'])} on the GPU): "
+        + ("fits" if m["fits"] else "does NOT fit"),
+    ]
+    if p.get("time_breakdown"):
+        step = p["step_time_s"]
+        parts = sorted(p["time_breakdown"].items(), key=lambda kv: -kv[1])
+        lines.append("step parts " + ", ".join(f"{k} {100 * v / step:.1f}%" for k, v in parts if v > 0))
+    for advice in p["fit_advice"]:
+        lines.append(f"would fit  {advice['change']}: {_gib(advice['memory_bytes'])}")
+    if p.get("search"):
+        s = p["search"]
+        lines.append(f"search     {s['considered']:,} layouts of {s['gpus']:,} {s['gpu']}s; {s['fit']:,} fit"
+                     + (" (TP across nodes: nothing fits inside one)" if s["tp_across_nodes"] else ""))
+        if ranked:
+            for r in s["ranked"]:
+                lines.append(f"  #{r['rank']} {_describe(r['layout'])}: {_si(r['tokens_per_s'])} tokens/s, "
+                             f"MFU {r['mfu']:.3f}, {_gib(r['memory']['total'])}")
+                if "beats_next" in r:
+                    lines.append(f"     beats #{r['rank'] + 1}: {r['beats_next']}")
+    lines += [f"note       {x}" for x in p["notes"]]
     lines += [f"WARNING    {w}" for w in p["warnings"]]
     return "\n".join(lines)
 
 
+def _describe(layout: dict) -> str:
+    return Layout(**layout).describe()
+
+
 def main(argv=None) -> int:
-    try:
-        argv = glue_negative_values(list(sys.argv[1:] if argv is None else argv))
-        opts = planner_parser().parse_args(argv)
-        result = plan(**_kwargs(opts))
-        if opts.search or any(getattr(opts, k) is not None for k in ("tp", "pp", "dp", "vpp")):
-            prediction = step_time_cli.predict_from_args(opts)
-            result["layout_prediction"] = prediction
-            if not opts.search:  # the layout's own numbers at the top level, as the issue names them
-                for key in ("step_time_s", "tflops_per_gpu", "mfu", "time_breakdown"):
-                    if key in prediction:
-                        result[key] = prediction[key]
-    except PlanError as e:
-        print(f"capacity_plan: error: {e}", file=sys.stderr)
-        return 2
-    if opts.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print(report(result))
-        if "layout_prediction" in result:
-            print("\npredicted step time of the layout (playground.step_time)")
-            print(step_time_cli.report(result["layout_prediction"]))
-    return 0
+    return run_command("capacity_plan", argv, plan_from_args, lambda p, opts: report(p, ranked=opts.search))

@@ -1,25 +1,37 @@
 """Which layout would a careful engineer pick?  Enumerate, keep what fits, rank by predicted speed.
 
-``search(model, cluster, gpus, ...)`` tries every TP x PP x DP = ``gpus`` that Megatron-LM can run:
-TP dividing the heads, d b dividing the global batch B, PP x VPP dividing the layers (every model
-chunk the same number of layers), and for the interleaved schedule (VPP > 1) PP > 2 and PP dividing
-the m = B / (d b) micro-batches (Megatron-LM's own checks), for each micro-batch size in
-``micro_batches`` and each number of virtual stages in ``vpps``; drops the layouts whose memory
-does not fit in the GPU's usable memory (``costs.memory_per_gpu``,
-``planner.memory.usable_memory_bytes``); ranks the rest by predicted tokens per second with
-``step_time.predict``; and says why the best few win (their largest overheads) and why the
-common mistakes lose (``explain``).  ``step_time.predict`` itself also accepts uneven stages
-(DeepSpeed's pipeline engine, which BLOOM used, runs them); the search does not propose them.
+``search(model, cluster, gpus, global_batch, **fixed)`` tries every layout of ``gpus`` GPUs that
+Megatron-Core or FSDP can run: TP dividing the heads and the KV heads and staying inside a node
+(across nodes only when nothing inside fits), PP up to the layers (uneven stages placed by
+``layout.stage_layers``), virtual stages, CP dividing the sequence into 2 CP chunks, EP dividing
+the experts and DP x CP, ZeRO stage, recomputation and micro-batch size.  A knob given in
+``fixed`` is held; the rest are varied.  Recomputation is tried in the order none, selective,
+full and the first that fits is kept (each is slower than the one before, so a later one never
+wins); ZeRO stages 1-3 are all tried when there is data parallelism (ZeRO-0 only without it: with
+the same traffic ZeRO-1 holds less).  Every layout that fits is predicted by the same
+``step_time.predict`` a single layout gets, so the ranking can never put a layout below one
+predicted slower.  ``explain`` says why each beats the next.
+
+``minimal_model_parallelism`` is the memory-only question of the capacity plan: the fewest GPUs of
+model parallelism (TP x PP x CP) that fit; ``fit_advice`` names the smallest changes that make a
+layout that does not fit, fit.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from playground import hardware
 from playground.planner.errors import PlanError
-from playground.planner.memory import usable_memory_bytes
-from playground.planner.costs import Cluster, Layout, Model, memory_per_gpu
+from playground.planner.layout import RECOMPUTE, Cluster, Layout, check_layout, even_chunks
+from playground.planner.architecture import Model
+from playground.planner.memory import memory_per_gpu, usable_memory_bytes
 from playground.planner.step_time import predict
 
-__all__ = ["candidate_layouts", "search", "explain", "report"]
+__all__ = ["candidate_layouts", "search", "explain", "why_faster", "minimal_model_parallelism", "fit_advice",
+           "gpus_that_fit", "LAYOUT_KNOBS"]
+
+LAYOUT_KNOBS = ("tp", "pp", "vpp", "cp", "ep", "dp", "micro_batch", "zero_stage", "recompute", "shard_group")
 
 
 def _divisors(n: int) -> list[int]:
@@ -27,84 +39,211 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def candidate_layouts(model: Model, gpus: int, global_batch: int, micro_batches=(1, 2, 4, 8),
-                      vpps=(1, 2, 4), **common) -> list[Layout]:
-    """Every layout Megatron-LM can run (memory not yet checked): t divides the heads (and divides,
-    or is a multiple of, the key/value heads), d b divides the batch, p v divides the layers, and
-    with v > 1, p > 2 and p divides the micro-batches."""
+def _fits(model, layout, usable) -> bool:
+    try:
+        return memory_per_gpu(model, layout)["total"] <= usable
+    except PlanError:
+        return False
+
+
+def candidate_layouts(model: Model, gpus: int, global_batch: int, max_tp: int, fixed: dict | None = None,
+                      micro_batches=(1, 2, 4), vpps=(1, 2, 4), max_cp: int = 32) -> list[Layout]:
+    """Every layout that can run (memory not yet checked), with the knobs in ``fixed`` held."""
+    fixed = dict(fixed or {})
+    pick = lambda k, options: [fixed[k]] if fixed.get(k) is not None else options  # noqa: E731
     out = []
-    kv = model.kv_heads or model.heads
-    for tp in _divisors(gpus):
-        if model.heads % tp or (kv % tp and tp % kv):
+    for tp in pick("tp", [t for t in _divisors(gpus) if t <= max_tp]):
+        if model.heads % tp or (not model.is_mla and model.kv_head_count % tp):
             continue
-        for pp in _divisors(gpus // tp):
-            if model.layers % pp:
+        for cp in pick("cp", [c for c in _divisors(gpus // tp) if c <= max_cp and model.seq_len % (2 * c) == 0
+                              or c == 1]):
+            if gpus % (tp * cp):
                 continue
-            dp = gpus // (tp * pp)
-            for b in micro_batches:
-                if global_batch % (dp * b):
+            for pp in pick("pp", [p for p in _divisors(gpus // (tp * cp)) if p <= model.layers]):
+                if gpus % (tp * cp * pp):
                     continue
-                m = global_batch // (dp * b)
-                for v in vpps:
-                    if model.layers % (pp * v) or (v > 1 and (pp <= 2 or m % pp)):
-                        continue
-                    out.append(Layout(tp, pp, dp, b, global_batch, v, **common))
+                dp = gpus // (tp * cp * pp)
+                if fixed.get("dp") not in (None, dp):
+                    continue
+                eps = [e for e in _divisors(model.experts) if (dp * cp) % e == 0] if model.is_moe else [1]
+                for ep in pick("ep", eps):
+                    for b in pick("micro_batch", list(micro_batches)):
+                        if global_batch % (dp * b):
+                            continue
+                        m = global_batch // (dp * b)
+                        for v in pick("vpp", list(vpps)):
+                            if v > 1 and (pp <= 2 or m % pp):
+                                continue
+                            stages = (0,) if dp * cp == 1 else (1, 2, 3)
+                            for z in pick("zero_stage", list(stages)):
+                                knobs = {k: fixed[k] for k in fixed if k not in LAYOUT_KNOBS}
+                                lay = Layout.today(tp, pp, dp, micro_batch=b, global_batch=global_batch, vpp=v,
+                                                   cp=cp, ep=ep, zero_stage=z, **knobs,
+                                                   **({"shard_group": fixed["shard_group"]}
+                                                      if fixed.get("shard_group") else {}))
+                                try:
+                                    check_layout(model, lay, gpus)
+                                except PlanError:
+                                    continue
+                                if even_chunks(model, lay):
+                                    out.append(lay)
     return out
+
+
+def _first_fitting_recompute(model, layout, usable, fixed_recompute):
+    for rc in ([fixed_recompute] if fixed_recompute else RECOMPUTE):
+        lay = replace(layout, recompute=rc)
+        if _fits(model, lay, usable):
+            return lay
+    return None
+
+
+def _rank_key(r: dict) -> tuple:
+    """Fastest first; among equally fast layouts the simplest: least ZeRO, then fewest GPUs of model
+    parallelism, then the smallest micro-batch and fewest virtual stages."""
+    lay = r["layout"]
+    return (-round(r["tokens_per_s"], 6), lay["zero_stage"], lay["tp"] * lay["pp"] * lay["cp"] * lay["ep"],
+            lay["cp"], lay["micro_batch"], lay["vpp"])
+
+
+def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: int = 5, **fixed) -> dict:
+    """The layouts that fit, best first, as a JSON-ready dict (``ranked``: the ``top`` best)."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
+    usable = usable_memory_bytes(cluster.gpu)
+    recompute = fixed.pop("recompute", None)
+    for max_tp in (cluster.gpus_per_node, gpus):      # across nodes only when nothing inside fits
+        layouts = candidate_layouts(model, gpus, global_batch, max_tp, fixed)
+        fitting = [lay for lay in (_first_fitting_recompute(model, x, usable, recompute) for x in layouts) if lay]
+        if fitting or max_tp >= gpus:
+            break
+    if not layouts:
+        raise PlanError(f"no layout of {gpus} GPUs runs a global batch of {global_batch} sequences: DP x "
+                        f"micro-batch must divide the batch, TP the {model.heads} heads and "
+                        f"{model.kv_head_count} KV heads, PP x VPP at most the {model.layers} layers")
+    results = sorted((predict(model, cluster, lay) for lay in fitting), key=_rank_key)
+    distinct = [r for i, r in enumerate(results)   # equally fast variants: the simplest one stands for all
+                if i == 0 or r["tokens_per_s"] < results[i - 1]["tokens_per_s"] * (1 - 1e-9)]
+    ranked = [{"rank": i + 1, **{k: r[k] for k in ("layout", "step_time_s", "tokens_per_s", "tflops_per_gpu",
+                                                   "model_tflops_per_gpu", "mfu", "hfu", "fractions",
+                                                   "time_breakdown", "links", "memory", "placement_note")},
+               "why": explain(r)} for i, r in enumerate(distinct[:top])]
+    for a, b in zip(ranked, ranked[1:]):
+        a["beats_next"] = why_faster(a, b)
+    return {"gpus": gpus, "gpu": cluster.gpu.name, "global_batch": global_batch, "usable_bytes": usable,
+            "considered": len(layouts), "too_big": len(layouts) - len(fitting), "fit": len(fitting),
+            "distinct_speeds": len(distinct),
+            "tp_across_nodes": max_tp > cluster.gpus_per_node, "ranked": ranked, "best": results[0] if results else None,
+            "slowest_that_fits": ({"layout": results[-1]["layout"], "tokens_per_s": results[-1]["tokens_per_s"],
+                                   "why": explain(results[-1])} if results else None)}
 
 
 def explain(result: dict) -> str:
     """One line: what dominates the step besides useful compute, and on which links."""
     fr = result["fractions"]
     lay = result["layout"]
-    over = sorted(((v, k) for k, v in fr.items() if k != "compute"), reverse=True)[:2]
-    parts = ", ".join(f"{k} {100 * v:.0f}%" for v, k in over)
+    over = sorted(((v, k) for k, v in fr.items() if k != "compute" and v > 0), reverse=True)[:2]
+    parts = ", ".join(f"{k} {100 * v:.0f}%" for v, k in over) or "nothing else"
     where = f"TP on {result['links']['tp']}" if lay["tp"] > 1 else "no TP"
-    uneven = ""
-    if result["stage_layers"] * lay["pp"] != result["layers"]:
-        uneven = (f"; uneven stages: the slowest holds {result['stage_layers']} layers, "
-                  f"the average {result['layers'] / lay['pp']:.2f}")
+    uneven = f"; {result['placement_note']}" if "placement_note" in result and lay["pp"] > 1 else ""
     return f"compute {100 * fr['compute']:.0f}% of the step; then {parts}; {where}{uneven}"
 
 
-def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: int = 5,
-           micro_batches=(1, 2, 4, 8), vpps=(1, 2, 4), **common) -> dict:
-    """The layouts that fit, best first, as a JSON-ready dict (``ranked``: the ``top`` best)."""
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
-    if gpus > min(model.heads * model.layers * global_batch, 10 ** 12):  # TP x PP x DP at most
-        raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "
-                        f"with TP dividing the {model.heads} heads and PP dividing the {model.layers} layers")
-    layouts = candidate_layouts(model, gpus, global_batch, micro_batches, vpps, **common)
-    if not layouts:
-        raise PlanError(f"no layout of {gpus} GPUs divides a global batch of {global_batch} sequences "
-                        f"with TP dividing the {model.heads} heads and PP dividing the {model.layers} layers")
-    fits, too_big = [], 0
-    for lay in layouts:
-        if memory_per_gpu(model, lay)["total"] > usable_memory_bytes(cluster.gpu):
-            too_big += 1
+def why_faster(a: dict, b: dict) -> str:
+    """Why ranked layout ``a`` beats ``b``: the time terms that differ most, in seconds per step."""
+    ta, tb = a["time_breakdown"], b["time_breakdown"]
+    diffs = sorted(((tb[k] - ta[k], k) for k in ta), reverse=True)
+    gain = 100 * (a["tokens_per_s"] / b["tokens_per_s"] - 1)
+    saved = [f"{k} {d:.3g} s less" for d, k in diffs[:2] if d > 0]
+    knobs = [f"{k.upper() if len(k) <= 3 else k} {b['layout'][k]} -> {a['layout'][k]}"
+             for k in LAYOUT_KNOBS if a["layout"][k] != b["layout"][k]]
+    return f"{gain:.1f}% faster ({', '.join(knobs)}): " + ("; ".join(saved) or "equal terms, ranked by ZeRO stage")
+
+
+def minimal_model_parallelism(model: Model, gpu, gpus: int | None, global_batch: int, **fixed) -> dict:
+    """The layout with the fewest GPUs of model parallelism (TP x PP x CP; TP inside a node first,
+    then PP, then CP) that fits, its memory, and whether it fits (the one that comes closest when
+    none does)."""
+    spec = hardware.gpu(gpu)
+    usable = usable_memory_bytes(spec)
+    last = None
+    tps = [t for t in (1, 2, 4, 8, 16, 32, 64) if model.heads % t == 0 and (model.is_mla or model.kv_head_count % t == 0)]
+    l = model.layers
+    pps = sorted({p for p in range(1, l + 1) if l % p == 0 or (l + 2) % p == 0 or p & (p - 1) == 0})
+    combos = sorted(((t, p, c) for t in tps for p in pps for c in (1, 2, 4, 8, 16, 32)
+                     if (gpus is None or gpus % (t * p * c) == 0) and model.seq_len % (2 * c if c > 1 else 1) == 0),
+                    key=lambda x: (x[0] * x[1] * x[2], x[0] > spec.gpus_per_node, x[2], x[1]))
+    for t, p, c in combos:
+        dp = gpus // (t * p * c) if gpus else 1
+        knobs = {k: v for k, v in fixed.items() if v is not None}
+        knobs.setdefault("zero_stage", 1 if dp * c > 1 else 0)
+        batch = max(global_batch - global_batch % dp, dp) if global_batch % dp else global_batch
+        lay = Layout.today(t, p, dp, global_batch=batch, cp=c, **knobs)
+        try:
+            mem = memory_per_gpu(model, lay, spec)
+        except PlanError:
             continue
-        fits.append(predict(model, cluster, lay))
-    fits.sort(key=lambda r: -r["tokens_per_s"])
-    ranked = [{"rank": i + 1, **{k: r[k] for k in ("layout", "step_time_s", "tokens_per_s", "tflops_per_gpu",
-                                                   "mfu", "fractions", "links", "memory")},
-               "why": explain(r)} for i, r in enumerate(fits[:top])]
-    return {"gpus": gpus, "gpu": cluster.gpu.name, "global_batch": global_batch,
-            "usable_bytes": usable_memory_bytes(cluster.gpu),
-            "considered": len(layouts), "too_big": too_big, "fit": len(fits), "ranked": ranked,
-            "slowest_that_fits": ({"layout": fits[-1]["layout"], "tokens_per_s": fits[-1]["tokens_per_s"],
-                                   "why": explain(fits[-1])} if fits else None)}
+        row = {"layout": lay, "memory": mem, "fits": mem["total"] <= usable}
+        if row["fits"]:
+            return row
+        if last is None or mem["total"] < last["memory"]["total"]:
+            last = row   # when nothing fits: the layout that comes closest
+    if last is None:
+        raise PlanError(f"no TP x PP x CP divides the {gpus} GPUs for this model")
+    return last
 
 
-def report(s: dict) -> str:
-    lines = [f"{s['considered']} layouts of {s['gpus']} x {s['gpu']} for a batch of {s['global_batch']} "
-             f"sequences; {s['too_big']} do not fit in memory, {s['fit']} do"]
-    for r in s["ranked"]:
-        lay = r["layout"]
-        lines.append(f"#{r['rank']} TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} VPP={lay['vpp']} "
-                     f"b={lay['micro_batch']}: {r['tokens_per_s']:,.0f} tokens/s, MFU {r['mfu']:.2f}, "
-                     f"{r['memory']['total'] / 1e9:.0f} GB  -- {r['why']}")
-    if s["slowest_that_fits"]:
-        lay, w = s["slowest_that_fits"]["layout"], s["slowest_that_fits"]
-        lines.append(f"slowest that fits: TP={lay['tp']} PP={lay['pp']} DP={lay['dp']} b={lay['micro_batch']}: "
-                     f"{w['tokens_per_s']:,.0f} tokens/s -- {w['why']}")
-    return "\n".join(lines)
+def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
+    """The smallest single changes that make ``layout`` fit, each with the memory it reaches."""
+    usable = usable_memory_bytes(gpu)
+    tries = []
+    for rc in RECOMPUTE[RECOMPUTE.index(layout.recompute) + 1:]:
+        tries.append((f"--recompute {rc}", replace(layout, recompute=rc)))
+    for z in range(layout.zero_stage + 1, 4):
+        if layout.dp * layout.cp > 1:
+            tries.append((f"--zero-stage {z}", replace(layout, zero_stage=z, shard_group=None)))
+    for knob in ("pp", "cp", "tp"):
+        value = getattr(layout, knob)
+        for factor in (2, 4, 8):
+            if layout.dp % factor == 0:
+                new = replace(layout, **{knob: value * factor, "dp": layout.dp // factor,
+                                         "first_stage_layers": None, "last_stage_layers": None})
+                if layout.global_batch % (new.dp * new.micro_batch) == 0:
+                    tries.append((f"--{knob} {value * factor} (DP {new.dp})", new))
+    if layout.micro_batch > 1:
+        tries.append(("--micro-batch-size 1", replace(layout, micro_batch=1)))
+    for factor in (2, 4, 8):
+        more = replace(layout, dp=layout.dp * factor)
+        if layout.zero_stage >= 1 and more.global_batch % (more.dp * more.micro_batch) == 0:
+            tries.append((f"--gpus {gpus * factor} (DP {more.dp}, more ZeRO shards)", more))
+    out, seen = [], set()
+    for change, lay in tries:
+        key = change.split()[0]
+        if key in seen:
+            continue
+        try:
+            check_layout(model, lay)
+            mem = memory_per_gpu(model, lay)
+        except PlanError:
+            continue
+        if mem["total"] <= usable:
+            seen.add(key)
+            out.append({"change": change, "memory_bytes": mem["total"], "layout": lay})
+    return sorted(out, key=lambda x: x["memory_bytes"], reverse=True)
+
+
+def gpus_that_fit(model: Model, gpu, gpus: int, global_batch: int, most: int = 2 ** 20) -> dict | None:
+    """The fewest GPUs (``gpus`` doubled until it does) on which some layout fits, sharding
+    everything (ZeRO-3, full recomputation), with that layout and its memory; None if even ``most`` do not."""
+    n = gpus
+    while n < most:
+        n *= 2
+        batch = max(global_batch, n)
+        try:
+            found = minimal_model_parallelism(model, gpu, n, batch - batch % n if batch % n else batch,
+                                              zero_stage=3, recompute="full")
+        except PlanError:
+            continue
+        if found["fits"]:
+            return {"gpus": n, **found}
+    return None

@@ -19,7 +19,6 @@ def measure_training_flops(cfg, batch_size: int, recompute: str = "none") -> int
     kernel so its two matmuls are visible, and ``recompute="full"`` checkpoints every block
     with early stopping off, so the whole forward really is re-run as Megatron's formula assumes.
     """
-    import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils import checkpoint
     from torch.utils.flop_counter import FlopCounterMode

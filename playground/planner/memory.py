@@ -1,31 +1,46 @@
-"""Memory per GPU for the planner: model states, activations, and the smallest layout that fits.
+"""Memory per GPU: the planner's one memory model, used by the plan, the step-time model and the search.
 
-* Model states: the ZeRO formulas (Rajbhandari et al. 2020), kept once in ``playground.zero.accounting``.
-* Activations: Korthikanti et al.'s (2022) bytes per layer, for each recompute setting, with and
-  without sequence parallelism.
-* Forced parallelism: the smallest TP x PP (TP inside one node) whose model states plus activations
-  fit in the GPU's usable memory, HBM less ``MEMORY_RESERVE``.
+For the fullest pipeline stage of a layout (every stage is checked; the fullest is reported):
 
-``playground.planner.capacity`` (the capacity plan) and ``playground.planner.costs`` (the step-time model)
-both read memory from here.
+* **Model states** (Rajbhandari et al. 2020; formulas kept once in ``playground.zero.accounting``):
+  2-byte parameters, a 2-byte gradient buffer and 12 bytes of Adam state per parameter.  Dense
+  weights are split over TP and PP and their ZeRO states sharded over DP x CP (Megatron-Core's
+  distributed optimizer) or the HSDP shard group; routed-expert weights are split over EP x TP and
+  sharded over the DP x CP / EP ranks that replicate them.  ZeRO-3 (FSDP) also holds a working set:
+  the gathered parameters of the current and the prefetched layer and one layer's unsharded gradient.
+* **Activations** per layer and micro-batch (``layer_activation_bytes``): Korthikanti et al.'s
+  (2022) count generalised to grouped-query and latent attention, gated MLPs and experts, with or
+  without dropout, flash attention (no s^2 scores), sequence parallelism (everything split over
+  TP) and context parallelism (the sequence split over CP); full recomputation keeps only each
+  layer's input, plus one layer's activations while it is recomputed.
+* **In flight**: 1F1B's stage i holds min(p - i, m) micro-batches; the interleaved schedule adds
+  (p - 1) / (p v) of that (Korthikanti et al. Sec. 4.2.3).
+* **Logits**: the last stage's bf16 logits and the fp32 copy the loss works on, 6 s b V / (t c) bytes.
+* **Allowance** (``FRAMEWORK_BYTES``, ``FRAGMENTATION``): what no formula counts — the CUDA context,
+  cuBLAS workspaces and NCCL buffers (2 GiB), and the caching allocator's fragmentation (5% of the
+  memory).  Usable memory is the capacity the framework sees (``hardware.GPU.memory_bytes``) less it.
+
+Left out, and said so: the pipeline's send/receive buffers, the optimizer step's temporaries, and
+the imbalance of tokens over experts (every expert is charged the average).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
+from dataclasses import replace
 
 from playground import hardware
+from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
+from playground.planner.layout import BYTES, RECOMPUTE, Layout, check_layout, stage_layers
 from playground.zero import accounting as zero_accounting
 
-__all__ = ["MEMORY_RESERVE", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
-           "usable_memory_bytes", "per_gpu_memory", "forced_parallelism"]
+__all__ = ["FRAMEWORK_BYTES", "FRAGMENTATION", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
+           "layer_activation_bytes", "usable_memory_bytes", "memory_per_gpu", "describe_memory", "stage_params"]
 
-# Share of HBM a plan leaves free for what the formulas do not count: the CUDA context and cuBLAS
-# workspace, NCCL buffers, allocator fragmentation, and the last stage's logits and loss.
-MEMORY_RESERVE = 0.10
-RECOMPUTE = ("none", "selective", "full")
+FRAMEWORK_BYTES = 2 * 2 ** 30   # CUDA context, cuBLAS workspaces, NCCL buffers
+FRAGMENTATION = 0.05            # share of memory the caching allocator cannot hand out
+LOGIT_BYTES = 6                 # bf16 logits kept + the fp32 copy the loss computes on
 
 
 def model_state_bytes(params: float, dp: int = 1, zero_stage: int = 0,
@@ -51,7 +66,7 @@ def model_state_bytes(params: float, dp: int = 1, zero_stage: int = 0,
 def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, heads: int,
                                recompute: str = "none", tp: int = 1, dropout: bool = True,
                                flash_attention: bool = False, sequence_parallel: bool = True) -> float:
-    """Activation bytes one transformer layer keeps for backward (Korthikanti et al. 2022).
+    """Activation bytes one GPT layer keeps for backward (Korthikanti et al. 2022), the chapter's equation.
 
     16-bit activations, 1-byte dropout masks, tensor parallelism of degree ``tp``.  With sequence
     parallelism every saved tensor is split over the t ranks: s b h (34 + 5 a s / h) / t with no
@@ -62,6 +77,7 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     2 s b h with full recomputation.  Without dropout the two s b h masks (replicated without SP)
     go (34 -> 32, 10 -> 8) and the scores cost 2 a s^2 b instead of 5; a fused (flash) attention
     kernel keeps no scores at all, only a 4-byte log-sum-exp per row (4 a s b).
+    ``layer_activation_bytes`` is the same count for any ``Model``.
     """
     if recompute not in RECOMPUTE:
         raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
@@ -82,56 +98,125 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     return per_token + scores / t
 
 
+def _saved_per_token(model: Model, moe: bool, dropout: bool) -> tuple[float, float]:
+    """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
+    parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's."""
+    h, a, k = model.hidden, model.heads, model.kv_head_count
+    d, dv = model.head_size, model.value_head_size
+    whole = BYTES * 4 * h + (2 * h if dropout else 0)   # both norms' inputs and outputs; the two masks
+    if model.is_mla:  # the latents and their norms (down-projections are not split over TP)
+        whole += BYTES * (2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_rope_dim)
+        k = a
+    split = BYTES * (a * d + k * d + k * dv + a * dv)    # Q, K, V and the attention output
+    mlp = lambda f: BYTES * (3 if model.gated_mlp else 2) * f  # noqa: E731  (gate, up, product | in, act)
+    if moe:
+        whole += 4 * model.experts                      # the router's fp32 logits
+        split += model.top_k * (BYTES * 2 * h + mlp(model.expert_width)) + \
+            (mlp(model.shared_width) if model.shared_width else 0)  # dispatched copy, its MLP, its output
+    else:
+        split += mlp(model.ffn_width)
+    return whole, split
+
+
+def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
+    """Bytes one layer (an MoE layer when ``moe``) keeps for backward, per micro-batch on one GPU."""
+    t, c = layout.tp, layout.cp
+    tokens = model.seq_len * layout.micro_batch / c
+    if layout.recompute == "full":
+        return BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1)
+    whole, split = _saved_per_token(model, moe, layout.dropout)
+    saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
+    if layout.flash_attention:
+        return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row
+    if layout.recompute == "selective":
+        return saved                                                       # scores recomputed
+    return saved + (5 if layout.dropout else 2) * model.heads * tokens * model.seq_len / t
+
+
+def _gib(x: float) -> float:
+    return x / 2 ** 30
+
+
 def usable_memory_bytes(gpu) -> float:
-    """The bytes of HBM a plan may fill: the capacity less ``MEMORY_RESERVE`` of it.  ``gpu``: a
-    ``hardware`` entry or its name."""
+    """The bytes a plan may fill: the memory the framework sees less ``FRAMEWORK_BYTES`` and
+    ``FRAGMENTATION`` of it.  ``gpu``: a ``hardware`` entry or its name."""
     try:
         spec = hardware.gpu(gpu)
     except hardware.UnknownGPUError as e:
         raise PlanError(str(e)) from None
-    return spec.hbm_bytes * (1 - MEMORY_RESERVE)
+    return spec.memory_bytes * (1 - FRAGMENTATION) - FRAMEWORK_BYTES
 
 
-def per_gpu_memory(params, arch, tp, pp, dp, zero_stage, recompute, micro_batch, opt_bytes) -> dict:
-    stage_layers = math.ceil(arch["layers"] / pp)  # the first (fullest) pipeline stage
-    states = model_state_bytes(params * stage_layers / arch["layers"] / tp, dp, zero_stage, opt_bytes)
-    # 1F1B: the first stage holds pp micro-batches in flight for each of its layers
-    acts = stage_layers * pp * activation_bytes_per_layer(arch["seq_len"], micro_batch, arch["hidden"],
-                                                          arch["heads"], recompute, tp)
-    return {"model_states": states["total"], "model_state_parts": states, "activations": acts,
-            "total": states["total"] + acts}
+def stage_params(model: Model, layout: Layout, stage: int, layers: int, first_layer: int) -> tuple[float, float]:
+    """(dense, routed-expert) parameters one GPU of ``stage`` holds."""
+    t, p = layout.tp, layout.pp
+    dense_here = max(0, min(first_layer + layers, model.layers - model.moe_layers) - first_layer)
+    moe_here = layers - dense_here
+    moe_rest = model.moe_layer_params(0) if model.is_moe else 0
+    dense = dense_here * model.dense_layer_params() + moe_here * moe_rest
+    h, V = model.hidden, model.vocab
+    if stage == 0:
+        dense += V * h + (model.seq_len * h if model.position_embeddings else 0)
+    if stage == p - 1:
+        dense += h + (V * h if (not model.tied_embeddings or p > 1) else 0)  # final norm, output layer
+    experts = moe_here * model.experts * model.mlp_params(model.expert_width) / (layout.ep * t)
+    scale = model.param_count / model.counted_params()                       # a published total, if given
+    return dense / t * scale, experts * scale
 
 
-def forced_parallelism(params: float, arch: dict, gpu, gpus: int | None = None,
-                       zero_stage: int = 0, recompute: str = "none", micro_batch: int = 1,
-                       optimizer_bytes_per_param: float = 12) -> dict:
-    """The smallest TP x PP whose per-GPU memory fits, TP within a node; ties go to less PP.
+def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
+    """Bytes per GPU of the fullest pipeline stage, by part (see the module docstring).
 
-    TP must divide the heads and stay within ``gpu.gpus_per_node``; PP is at most the layers
-    (the first stage takes ceil(l / PP) of them); with ``gpus`` given, TP x PP must divide it and
-    DP = gpus / (TP x PP).  "Fits" means model states plus activations within the usable memory,
-    ``usable_memory_bytes`` (HBM less ``MEMORY_RESERVE``).
-    ``fits`` is False (and the most sharded layout tried is reported) when nothing fits.
-    """
-    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, numbers.Integral)
-                             or gpus < 1):
-        raise PlanError(f"gpus must be a whole number >= 1 (or None), got {gpus!r}")
-    spec = hardware.gpu(gpu)
-    tps = [t for t in (2 ** k for k in range(8)) if t <= spec.gpus_per_node and arch["heads"] % t == 0]
-    pps = range(1, arch["layers"] + 1)
-    layouts = sorted(((t, p) for t in tps for p in pps if not gpus or gpus % (t * p) == 0),
-                     key=lambda tp_pp: (tp_pp[0] * tp_pp[1], tp_pp[1]))
-    last = None
-    for t, p in layouts:
-        dp = gpus // (t * p) if gpus else 1
-        mem = per_gpu_memory(params, arch, t, p, dp, zero_stage, recompute, micro_batch,
-                              optimizer_bytes_per_param)
-        last = {"dp": dp, "tp": t, "pp": p, "zero_stage": zero_stage, "fits": False, "memory": mem}
-        if mem["total"] <= usable_memory_bytes(spec):
-            last["fits"] = True
-            return last
-    if last is None:  # no layout divides the GPU count
-        mem = per_gpu_memory(params, arch, 1, 1, gpus or 1, zero_stage, recompute, micro_batch,
-                              optimizer_bytes_per_param)
-        last = {"dp": gpus or 1, "tp": 1, "pp": 1, "zero_stage": zero_stage, "fits": False, "memory": mem}
-    return last
+    Keys: ``model_states`` (and ``model_state_parts``), ``zero3_buffers``, ``activations``,
+    ``logits``, ``total``, ``stage`` (which stage is fullest), ``stage_layers``; with ``gpu``
+    also ``capacity``, ``usable`` and ``fits``."""
+    check_layout(model, layout)
+    stages, p, m, v = stage_layers(model, layout), layout.pp, layout.micro_batches, layout.vpp
+    act_dense = layer_activation_bytes(model, layout, moe=False)
+    act_moe = layer_activation_bytes(model, layout, moe=True) if model.is_moe else act_dense
+    full_layer = max(act_dense, act_moe)
+    if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
+        full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none"), moe)
+                         for moe in ((False, True) if model.is_moe else (False,)))
+    expert_dp = layout.dp * layout.cp // layout.ep
+    best, first_layer = None, 0
+    for i, layers in enumerate(stages):
+        dense, experts = stage_params(model, layout, i, layers, first_layer)
+        dense_layers_here = max(0, min(first_layer + layers, model.layers - model.moe_layers) - first_layer)
+        first_layer += layers
+        d_states = model_state_bytes(dense, layout.sharding_degree, layout.zero_stage)
+        e_states = model_state_bytes(experts, expert_dp, layout.zero_stage) if experts else \
+            {k: 0.0 for k in d_states}
+        states = {k: d_states[k] + e_states[k] for k in d_states}
+        buffers = 0.0
+        if layout.zero_stage == 3:      # gathered current + prefetched layer, one unsharded layer gradient
+            buffers = 3 * BYTES * (dense + experts) / max(layers, 1)
+        in_flight = min(p - i, m) * ((1 + (p - 1) / (p * v)) if v > 1 else 1)
+        per_layer = [act_dense] * dense_layers_here + [act_moe] * (layers - dense_layers_here)
+        acts = in_flight * sum(per_layer) if layers else 0.0
+        if layout.recompute == "full" and layers:
+            acts += full_layer
+        logits = LOGIT_BYTES * model.seq_len * layout.micro_batch * model.vocab / (layout.tp * layout.cp) \
+            if i == p - 1 else 0.0
+        total = states["total"] + buffers + acts + logits
+        row = {"model_states": states["total"], "model_state_parts": states, "zero3_buffers": buffers,
+               "activations": acts, "logits": logits, "total": total, "stage": i, "stage_layers": layers,
+               "in_flight_micro_batches": in_flight}
+        if best is None or total > best["total"]:
+            best = row
+    if gpu is not None:
+        spec = hardware.gpu(gpu)
+        best.update(capacity=spec.memory_bytes, usable=usable_memory_bytes(spec),
+                    fits=best["total"] <= usable_memory_bytes(spec))
+    return best
+
+
+def describe_memory(mem: dict) -> str:
+    """``62.1 GiB = states 13.4 + activations 45.2 + logits 3.1 ... of 73.4 GiB usable``."""
+    parts = [("states", mem["model_states"]), ("ZeRO-3 buffers", mem["zero3_buffers"]),
+             ("activations", mem["activations"]), ("logits", mem["logits"])]
+    text = " + ".join(f"{name} {_gib(x):.1f}" for name, x in parts if x) or "0"
+    out = f"{_gib(mem['total']):.1f} GiB = {text}"
+    if "usable" in mem:
+        out += f" of {_gib(mem['usable']):.1f} GiB usable ({_gib(mem['capacity']):.1f} GiB on the GPU)"
+    return out + (f", stage {mem['stage']}" if mem.get("stage") else "")

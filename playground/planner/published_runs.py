@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "published_run", "MAX_REPORTED_MFU", "HIGHEST_PUBLISHED_MFU", "KINDS"]
 
 KINDS = ("measured", "consistency", "flops")
+# The MFU a run that reported no throughput is replayed at: the planner's default (capacity.DEFAULT_MFU),
+# given explicitly so that the replay times the run instead of predicting a layout for it.
+ASSUMED_MFU = 0.40
 
 
 @dataclass(frozen=True)
@@ -126,14 +129,14 @@ PUBLISHED_RUNS = (
         kind="consistency"),
     PublishedRun(
         "Llama 2 7B", "touvron2023llama2", {"gpu_hours": 184_320}, "gpu_hours",
-        dict(params=7e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6),
+        dict(params=7e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6, mfu=ASSUMED_MFU),
         "assumed",
         "Touvron et al. (2023b) Table 2 (and the Llama 2 model card): 184,320 A100-80GB GPU-hours "
         "for pretraining, 2.0T tokens, 4M-token batches, 4K context. No throughput or GPU count is reported: the "
         "planner's default MFU of 0.40 is assumed."),
     PublishedRun(
         "Llama 2 70B", "touvron2023llama2", {"gpu_hours": 1_720_320}, "gpu_hours",
-        dict(params=70e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6),
+        dict(params=70e9, tokens=2e12, gpu="A100-80GB", seq_len=4096, global_batch_tokens=4e6, mfu=ASSUMED_MFU),
         "assumed",
         "Touvron et al. (2023b) Table 2 (and the Llama 2 model card): 1,720,320 A100-80GB GPU-hours "
         "for pretraining, 2.0T tokens, 4M-token batches, 4K context (grouped-query attention and a "
@@ -141,7 +144,7 @@ PUBLISHED_RUNS = (
         "reported: MFU 0.40 is assumed."),
     PublishedRun(
         "Falcon 180B", "almazrouei2023falcon", {"gpu_hours": 7.0e6}, "gpu_hours",
-        dict(params=180e9, tokens=3.5e12, gpu="A100-40GB", gpus=4096),
+        dict(params=180e9, tokens=3.5e12, gpu="A100-40GB", gpus=4096, seq_len=2048, mfu=ASSUMED_MFU),
         "assumed",
         "Almazrouei et al. (2023) and the release post: 180B parameters, 3.5T tokens, up to 4,096 "
         "A100-40GB on AWS SageMaker, 'a total of ~7,000,000 GPU hours'. No MFU is stated with the "
@@ -149,7 +152,7 @@ PUBLISHED_RUNS = (
         extra={"gpu_hours_cite": "huggingface2023falcon180b"}),
     PublishedRun(
         "MPT-7B", "mosaicml2023mpt7b", {"days": 9.5}, "days",
-        dict(params=6.7e9, tokens=1e12, gpu="A100-40GB", gpus=440, seq_len=2048),
+        dict(params=6.7e9, tokens=1e12, gpu="A100-40GB", gpus=440, seq_len=2048, mfu=ASSUMED_MFU),
         "assumed",
         "MosaicML (2023), blog post and model card: 6.7B parameters, 1T tokens, trained on 440 "
         "A100-40GB for about 9.5 days. No MFU is reported: the planner's default 0.40 is assumed."),
@@ -164,16 +167,16 @@ PUBLISHED_RUNS = (
         extra={"gpu_hours_cite": "meta2024llama31card"}),
     PublishedRun(
         "DeepSeek-V3 (MoE)", "deepseek2024v3", {"gpu_hours": 2.664e6}, "gpu_hours",
-        dict(params=671e9, active_params=37e9, tokens=14.8e12, gpu="H100", gpus=2048, zero_stage=1,
-             layers=61, hidden=7168, heads=128, seq_len=4096, recompute="selective"),
+        dict(model="deepseek-v3", active_params=37e9, tokens=14.8e12, gpu="H800", gpus=2048, mfu=ASSUMED_MFU,
+             pp=16, ep=64, zero_stage=1, recompute="full", global_batch=15360),
         "assumed",
         "DeepSeek-AI (2024) Table 1: pre-training 2,664K H800 GPU-hours (2,788K with context "
         "extension and post-training), 14.8T tokens, 671B total / 37B activated parameters, 2048 "
-        "H800s. The H800 is the export variant of the H100 SXM with the same compute and a "
-        "slower NVLink, so it is planned as an H100 (ZeRO-1 data parallelism, 61 layers, h=7168, 128 heads, 4K "
-        "sequences, recomputation of norms and up-projections, i.e. selective, as in the paper; "
-        "expert parallelism is not modelled, so memory is a rough bound). No MFU is reported (and "
-        "GEMMs ran in FP8): the planner's default 0.40 of BF16 peak is assumed. The report states no "
+        "H800s; Sec. 3.2: PP 16, EP 64 across 8 nodes, ZeRO-1 data parallelism, no TP; Sec. 4.2: 4K "
+        "sequences, 15,360 per batch. The planner's deepseek-v3 preset (MLA, 256 experts, 3 dense "
+        "layers) sets the memory; the paper recomputes norms and MLA up-projections and caches "
+        "activations in FP8, which the planner's full recomputation stands in for. No MFU is reported "
+        "(and GEMMs ran in FP8): the planner's default 0.40 of BF16 peak is assumed. The report states no "
         "rollbacks and that the 2,664K hours exclude context extension, so a ratio above 1 says only "
         "that its BF16-equivalent MFU was below the assumed 0.40."),
 )
@@ -183,8 +186,10 @@ PUBLISHED_RUNS = (
 # 0.462 the highest stated as MFU; a test recomputes it).  Megatron-LM's 163/312 = 0.52 counts the
 # recomputed forward: it is hardware FLOPs utilization, not MFU.
 HIGHEST_PUBLISHED_MFU = 0.48
-# The planner flags a plan above this MFU as a fantasy: a margin above every published large run.
-MAX_REPORTED_MFU = 0.55
+# The planner flags a plan above this MFU: the highest MFU published for a run of 10,000+ GPUs,
+# MegaScale's 175B on 12,288 A100s at 55.2% (Jiang et al. 2024, Table 2).  Smaller jobs have reported
+# more (MegaScale's own 256-GPU row: 65.3%), so the warning says "large run".
+MAX_REPORTED_MFU = 0.552
 
 
 def published_run(name: str) -> PublishedRun:

@@ -14,9 +14,22 @@
   link TP rides: NVLink when the TP group's size divides the GPUs per node (so every group sits in
   one node), the network otherwise.
 * **pipeline point-to-point**: one activation per micro-batch and virtual stage each way.
-* **data-parallel** gradient reduction (ZeRO 3 adds parameter all-gathers every micro-batch), of
-  which at most the last micro-batch's backward can hide it when overlap is on.
+* **context-parallel** ring attention: each layer passes its K/V block c - 1 times forward (and K/V
+  with their gradients backward), each pass overlapped with one block of attention; only what
+  outlasts the block is exposed.
+* **expert-parallel** all-to-alls: dispatch and combine per MoE layer (forward, backward, and the
+  recomputed forward), the NVLink and network shares of an EP group moving at once.
+* **data-parallel** gradient reduction over DP x CP (routed experts over DP x CP / EP), of which at
+  most the last micro-batch's backward can hide it when overlap is on.  ZeRO-3 (FSDP) instead
+  gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
+  ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
+  that only what outlasts the layer's compute is exposed; HSDP adds the all-reduce across replicas.
+* **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
+  the pace of every micro-batch slot.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
+* **FP8** (``dtype="fp8"``): GEMMs at the FP8 peak of the hardware table; the attention core,
+  element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are always against
+  the dense BF16 peak, so that an FP8 run's MFU compares with a bf16 run's.
 
 The constants are in ``Efficiency`` with where each comes from; none is fitted to a row of the
 validation table (``playground.planner.published_layouts``).  Hardware numbers come from
@@ -27,17 +40,55 @@ validation table (``playground.planner.published_layouts``).  Hardware numbers c
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 
-from playground.planner.memory import usable_memory_bytes
-
-from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allreduce_time,
-                                      check_layout, data_parallel_link, flops_per_step, gemm_time,
-                                      layer_forward, layer_gemms, memory_per_gpu, pipeline_link,
-                                      tensor_parallel_link)
+from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
+                                      allreduce_time, alltoall_time, check_layout, context_parallel_link,
+                                      data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
+                                      layer_forward, layer_gemms, pipeline_link, tensor_parallel_link)
+from playground.planner.layout import placement_note, stage_layers
+from playground.planner.memory import memory_per_gpu, stage_params
 
 __all__ = ["predict"]
+
+
+def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
+    """Seconds one layer costs one micro-batch on one GPU, forward + backward (+ recompute), by part."""
+    gpu, t, c = cluster.gpu, layout.tp, layout.cp
+    T = layout.micro_batch * model.seq_len / c
+    fwd = layer_forward(model, layout, gpu, eff, moe)
+    f = fwd["gemm"] + fwd["elementwise"]
+    rc = 1.0 if layout.recompute == "full" else 0.0
+    core = sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
+               if g[0] in ("scores", "context"))
+    recompute = rc * f + (core if layout.recompute == "selective" else 0.0)
+    # TP: 2 all-reduces of the T h activation per forward (SP's gather/scatter pairs move the same
+    # bytes), 2 in backward, 2 more when the forward is recomputed
+    _, tp_bw = tensor_parallel_link(layout, cluster)
+    tp = allreduce_time(T * model.hidden * BYTES, t, tp_bw, eff) * (4 + 2 * rc)
+    cp = 0.0
+    if c > 1:  # ring attention: c - 1 K/V passes, each hidden behind one block of attention
+        _, cp_bw = context_parallel_link(layout, cluster)
+        kv = model.heads if model.is_mla else model.kv_head_count
+        block = T * kv * (model.head_size + model.value_head_size) * BYTES / t
+        one = eff.latency_s + block / (eff.link * cp_bw)
+        step = fwd["attention"] / c
+        cp = (c - 1) * ((1 + rc) * max(0.0, one - step) + max(0.0, 2 * one - 2 * step))
+    ep = 0.0
+    if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
+        _, inside = expert_parallel_link(layout, cluster)
+        sent = T * model.top_k * model.hidden * BYTES / (t if layout.sequence_parallel else 1)
+        ep = alltoall_time(sent, layout.ep, inside, cluster, eff) * (4 + 2 * rc)
+    return {"forward": f, "compute": 3 * f, "recompute": recompute, "tp": tp, "cp": cp, "ep": ep,
+            "parts": fwd}
+
+
+def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, eff: Efficiency) -> float:
+    """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
+    backward, each prefetched behind the neighbouring layer's compute."""
+    gather = allgather_time(unit_bytes, n, bw, eff)
+    backward = 2 * cost["forward"] + cost["recompute"]
+    return max(0.0, gather - cost["forward"]) + max(0.0, 2 * gather - backward)
 
 
 # ----------------------------------------------------------------------------- the prediction
@@ -46,65 +97,78 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     """Step time, throughput and memory of ``layout``; see the module docstring for the terms."""
     check_layout(model, layout, gpus)
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
-    b, s, h = layout.micro_batch, model.seq_len, model.hidden
-    stage_layers = math.ceil(model.layers / p)
+    s, h = model.seq_len, model.hidden
+    stages = stage_layers(model, layout)
+    kinds = [False, True] if model.is_moe else [False]
+    costs = {moe: _layer_costs(model, cluster, layout, eff, moe) for moe in kinds}
+    dense_total = model.layers - model.moe_layers
+    dp_link, dp_bw = data_parallel_link(layout, cluster)
+    shard_n = layout.sharding_degree if layout.zero_stage == 3 else 1
 
-    fwd = layer_forward(model, layout, gpu, eff)
-    layer_f = fwd["gemm"] + fwd["elementwise"]
-    # TP: 2 all-reduces of the b s h activation per layer forward (4 with SP's gather/scatter pairs,
-    # the same bytes), 2 in backward, 2 more when the forward is recomputed
-    tp_link, tp_bw = tensor_parallel_link(layout, cluster)
-    tp_one = allreduce_time(b * s * h * BYTES, t, tp_bw, eff)
-    rc = {"none": 0.0, "selective": 0.0, "full": 1.0}[layout.recompute]
-    attn_core = sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, b, t) if g[0] in ("scores", "context"))
-    recompute_t = rc * layer_f + (attn_core if layout.recompute == "selective" else 0.0)
-    compute_mb = stage_layers * (3 * layer_f + recompute_t)
-    tp_mb = stage_layers * tp_one * (2 + 2 + 2 * rc)
-    # the logit layer (last stage) and its vocab-parallel GEMM: forward + 2x backward
-    logits_t = 3 * gemm_time(1, b * s, math.ceil(model.vocab / t), h, gpu, eff)
-    compute_mb += logits_t  # the last stage carries it, and the slowest stage sets the pace
+    # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
+    logits_t = 3 * gemm_time(1, layout.micro_batch * s / layout.cp, -(-model.vocab // t), h, gpu, eff,
+                             layout.dtype)
+    rows, first = [], 0
+    for i, n_layers in enumerate(stages):
+        n_dense = max(0, min(first + n_layers, dense_total) - first)
+        counts = {False: n_dense, True: n_layers - n_dense}
+        dense_p, expert_p = stage_params(model, layout, i, n_layers, first)
+        first += n_layers
+        row = {k: sum(counts[moe] * costs[moe][k] for moe in kinds)
+               for k in ("compute", "recompute", "tp", "cp", "ep")}
+        row["zero3"] = 0.0
+        if shard_n > 1 and n_layers:
+            unit = (dense_p + expert_p) / n_layers * BYTES
+            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, dp_bw, eff) for moe in kinds)
+        row["logits"] = logits_t if i == p - 1 else 0.0
+        row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+                   backward=sum(counts[moe] * (2 * costs[moe]["forward"] + costs[moe]["recompute"]) for moe in kinds))
+        row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "zero3", "logits"))
+        rows.append(row)
+    slow = max(rows, key=lambda r: r["total"])
+
     # pipeline p2p: each micro-batch crosses each of a GPU's v chunk boundaries forward and back
     pp_link, pp_bw = pipeline_link(layout, cluster)
-    p2p_bytes = b * s * h * BYTES / (t if layout.scatter_gather else 1)
+    p2p_bytes = layout.micro_batch * s / layout.cp * h * BYTES / (t if layout.scatter_gather else 1)
     p2p_mb = 0.0 if p == 1 else 2 * v * (eff.latency_s + p2p_bytes / (eff.link * pp_bw))
-    per_mb = compute_mb + tp_mb + p2p_mb
-    slots = m + (p - 1) / v
-    pipeline_t = slots * per_mb
+    per_mb = slow["total"] + p2p_mb
+    pipeline_t = (m + (p - 1) / v) * per_mb
     bubble_t = (p - 1) / v * per_mb
 
-    # data parallelism: gradients of the parameters this GPU holds
-    params_gpu = model.param_count / (t * p)
-    dp_link, dp_bw = data_parallel_link(layout, cluster)
-    grads = params_gpu * BYTES
-    dp_t = allreduce_time(grads, layout.dp, dp_bw, eff)  # ZeRO 1/2: reduce-scatter + all-gather, same bytes
-    zero3_t = 0.0
-    if layout.zero_stage == 3 and layout.dp > 1:  # gather parameters for forward, backward (and recompute)
-        gathers = 2 + rc
-        zero3_t = m * gathers * allreduce_time(grads, layout.dp, dp_bw, eff) / 2
-    backward_last = stage_layers * (2 * layer_f + recompute_t)
-    hidden_dp = min(dp_t, backward_last) if layout.overlap_grad_reduce else 0.0
+    # data parallelism: gradients of what each GPU holds (dense over DP x CP, experts over DP x CP / EP)
+    expert_dp = layout.dp * layout.cp // layout.ep
+    if layout.zero_stage == 3:   # reduce-scattered layer by layer above; HSDP adds the replica all-reduce
+        replicas = layout.dp * layout.cp // shard_n
+        dp_t = allreduce_time(slow["dense_params"] * BYTES / shard_n, replicas, dp_bw, eff) if replicas > 1 else 0.0
+    else:
+        dp_t = allreduce_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff) \
+            + allreduce_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff)
+    hidden_dp = min(dp_t, slow["backward"]) if layout.overlap_grad_reduce else 0.0
     dp_exposed = dp_t - hidden_dp
-    owned = params_gpu / (layout.dp if layout.zero_stage >= 1 else 1)
+    sharded = layout.zero_stage >= 1
+    owned = slow["dense_params"] / (layout.sharding_degree if sharded else 1) \
+        + slow["expert_params"] / (expert_dp if sharded else 1)
     optimizer_t = owned * eff.optimizer_bytes / (eff.hbm * gpu.hbm_bytes_per_s)
 
-    step = pipeline_t + dp_exposed + zero3_t + optimizer_t
+    step = pipeline_t + dp_exposed + optimizer_t
     hw_flops = flops_per_step(model, layout)
     model_flops = flops_per_step(model, layout, "none")
     n = layout.gpus
-    compute_parts = {"gemm": m * stage_layers * 3 * fwd["gemm"],
-                     "elementwise": m * stage_layers * 3 * fwd["elementwise"], "logits": m * logits_t}
-    useful = m * stage_layers * 3 * layer_f  # compute that is neither bubble nor recompute
     breakdown = {
-        "compute": m * (compute_mb - stage_layers * recompute_t),
-        "recompute": m * stage_layers * recompute_t,
-        "tp_comm": m * tp_mb,
+        "compute": m * (slow["compute"] + slow["logits"]),
+        "recompute": m * slow["recompute"],
+        "tp_comm": m * slow["tp"],
+        "cp_comm_exposed": m * slow["cp"],
+        "ep_all_to_all": m * slow["ep"],
         "pp_p2p": m * p2p_mb,
         "bubble": bubble_t,
         "dp_comm_exposed": dp_exposed,
-        "zero3_gathers": zero3_t,
+        "zero3_gathers": m * slow["zero3"],
         "optimizer": optimizer_t,
     }
-    mem = memory_per_gpu(model, layout)
+    mem = memory_per_gpu(model, layout, gpu)
+    dense_fwd = costs[False]["parts"]
+    layers_slow = slow["layers"]
     return {
         "step_time_s": step,
         "tokens_per_s": layout.global_batch * s / step,
@@ -114,16 +178,21 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "hfu": hw_flops / step / n / gpu.peak_bf16_flops,
         "time_breakdown": breakdown,
         "fractions": {k: v_ / step for k, v_ in breakdown.items()},
-        "compute_parts": compute_parts,  # the "compute" entry split: layer GEMMs, element-wise, logits
+        "compute_parts": {"gemm": m * layers_slow * 3 * dense_fwd["gemm"],
+                          "elementwise": m * layers_slow * 3 * dense_fwd["elementwise"],
+                          "logits": m * slow["logits"]},
         "bubble_fraction": (p - 1) / (v * m) if p > 1 else 0.0,
-        "gemm_efficiency": sum(2 * c * M * N * K for _, c, M, N, K in layer_gemms(model, b, t))
-        / (fwd["gemm"] * gpu.peak_bf16_flops),
-        "links": {"tp": tp_link, "dp": dp_link, "pp": pp_link},
-        "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp, "useful_compute_s": useful,
-        "memory": {**mem, "capacity": gpu.hbm_bytes, "usable": usable_memory_bytes(gpu),
-                   "fits": mem["total"] <= usable_memory_bytes(gpu)},
+        "gemm_efficiency": sum(2 * c_ * M * N * K for _, c_, M, N, K in
+                               layer_gemms(model, layout.micro_batch, t, layout.cp, layout.ep))
+        / (dense_fwd["gemm"] * gpu.peak_bf16_flops),
+        "links": {"tp": tensor_parallel_link(layout, cluster)[0], "dp": dp_link, "pp": pp_link,
+                  "cp": context_parallel_link(layout, cluster)[0], "ep": expert_parallel_link(layout, cluster)[0]},
+        "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp,
+        "useful_compute_s": m * slow["compute"],
+        "memory": mem,
         "layout": asdict(layout), "gpus": n, "gpu": gpu.name, "micro_batches": m,
-        "stage_layers": stage_layers, "layers": model.layers,
+        "stage_layers": layers_slow, "placement": list(stages), "placement_note": placement_note(model, layout),
+        "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
         "assumptions": {k: getattr(eff, k) for k in ("gemm", "hbm", "link", "kernel_s", "latency_s")},
     }

@@ -3,12 +3,11 @@ training and of torch's DistributedDataParallel; buckets follow backward; the ti
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from playground.data_parallel import BucketedDDP, allreduce_gradients, plan_buckets
 from playground.data_parallel import DESIGNS, time_steps, train_and_compare
 from playground.launch import run
-from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
+from playground.model import ModelConfig, build_model
 
 CFG = ModelConfig()
 

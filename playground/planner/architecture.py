@@ -1,0 +1,192 @@
+"""What a transformer is, for the planner: its shape, and its parameters counted exactly from it.
+
+``Model`` describes a decoder-only transformer as a Hugging Face ``config.json`` does: dense
+(GPT-3, Llama, Mistral, Qwen) or a mixture of experts (Mixtral, Qwen-MoE, DeepSeek-V3 with shared
+experts, dense first layers and multi-head latent attention, MLA).  Its defaults describe a GPT of
+Narayanan et al. (2021) (learned positions, biases, LayerNorm, a 4h MLP, tied embeddings), so that
+the step-time model's validation rows read as their papers wrote them; ``presets`` and
+``hf_config`` fill in everything for today's models.
+
+Parameter count (``param_count``; ``active_param_count`` for what one token passes through):
+
+    N = l_dense (A + M(f) + n) + l_moe (A + E M(f_e) + M(f_s) + R + n) + V h (1 or 2) + s h + n_f
+
+* A, attention: Q h a d, K and V h k d each, output a d h (a heads, k key/value heads, d the head
+  size); with MLA, the low-rank paths instead (``attention_params``); plus biases and Q/K norms.
+* M(f), an MLP of width f: 3 h f gated (SwiGLU), 2 h f otherwise, plus biases.
+* E routed experts of width f_e, shared experts of total width f_s, the router R = E h (+ E with a
+  routing bias, + h with a shared-expert gate); n the layer's norms (2 h RMSNorm, 4 h LayerNorm).
+* V h for the input embedding and again for an untied output layer; s h for learned positions;
+  n_f the final norm.  The active count takes k of the E experts (``top_k``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from playground.planner.errors import PlanError
+
+__all__ = ["Model"]
+
+
+@dataclass(frozen=True)
+class Model:
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int = 51200
+    seq_len: int = 2048
+    ffn: int | None = None          # dense MLP width; 4 * hidden when None
+    kv_heads: int | None = None     # grouped-query attention; = heads when None
+    gated_mlp: bool = False         # SwiGLU: three MLP matrices instead of two
+    params: float | None = None     # total parameters as published; counted from the shape when None
+    tied_embeddings: bool = True    # GPT: the logit layer reuses the input embedding
+    position_embeddings: bool = True  # learned positions (GPT); False for rotary (Llama)
+    head_dim: int | None = None     # per-head size; hidden / heads when None (Qwen3 sets its own)
+    qkv_bias: bool = True           # biases on Q, K, V (GPT, Qwen2); Llama has none
+    proj_bias: bool = True          # biases on the output projection and the MLP (GPT)
+    norm: str = "layernorm"         # "layernorm" (weight + bias) or "rmsnorm" (weight only)
+    qk_norm: bool = False           # RMSNorm on each head's queries and keys (Qwen3)
+    experts: int = 0                # routed experts per MoE layer; 0 = dense model
+    top_k: int = 0                  # experts each token is routed to
+    moe_ffn: int | None = None      # width of one routed expert's MLP
+    shared_experts: int = 0         # experts every token passes through (DeepSeek, Qwen-MoE)
+    shared_ffn: int | None = None   # total width of the shared experts; shared_experts * moe_ffn when None
+    shared_expert_gate: bool = False  # Qwen-MoE: a sigmoid gate (h -> 1) on the shared expert
+    router_bias: bool = False       # DeepSeek-V3: a per-expert bias used for load balancing
+    dense_layers: int = 0           # of an MoE model, the first layers with a dense MLP (DeepSeek-V3: 3)
+    q_lora_rank: int | None = None  # MLA: rank of the query compression (None: queries not compressed)
+    kv_lora_rank: int | None = None  # MLA: rank of the key/value compression; None = not MLA
+    qk_rope_dim: int = 0            # MLA: rotary part of each query/key head
+    v_head_dim: int | None = None   # MLA: per-head size of values; head_size when None
+    name: str = field(default="", compare=False)
+
+    def __post_init__(self):
+        for key in ("layers", "hidden", "heads", "vocab", "seq_len"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PlanError(f"model {key} must be a whole number >= 1, got {value!r}")
+        if self.norm not in ("layernorm", "rmsnorm"):
+            raise PlanError(f"norm must be 'layernorm' or 'rmsnorm', got {self.norm!r}")
+        if self.experts:
+            if not 1 <= self.top_k <= self.experts:
+                raise PlanError(f"an MoE model needs 1 <= top_k <= experts, got top_k={self.top_k} "
+                                f"with {self.experts} experts")
+            if not 0 <= self.dense_layers < self.layers:
+                raise PlanError(f"dense_layers must be in [0, {self.layers}), got {self.dense_layers}")
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def ffn_width(self) -> int:
+        return self.ffn or 4 * self.hidden
+
+    @property
+    def head_size(self) -> int:
+        """Per-head size of queries and keys (with MLA: the non-rotary part plus the rotary part)."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def kv_head_count(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def value_head_size(self) -> int:
+        return self.v_head_dim or self.head_size
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def expert_width(self) -> int:
+        return self.moe_ffn or self.ffn_width
+
+    @property
+    def shared_width(self) -> int:
+        return self.shared_ffn if self.shared_ffn is not None else self.shared_experts * self.expert_width
+
+    # ------------------------------------------------------------------ parameters, per part
+    def _norm(self) -> int:
+        return (2 if self.norm == "layernorm" else 1) * self.hidden
+
+    def attention_params(self) -> int:
+        """Weights (and biases, norms) of one attention block, its input norm excluded."""
+        h, a, d, k = self.hidden, self.heads, self.head_size, self.kv_head_count
+        if self.is_mla:  # DeepSeek-V2/V3: Q and KV through low-rank latents, each with an RMSNorm
+            q = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * a * d) if self.q_lora_rank \
+                else h * a * d
+            nope = d - self.qk_rope_dim
+            kv = h * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank \
+                + self.kv_lora_rank * a * (nope + self.value_head_size)
+            return q + kv + a * self.value_head_size * h + (h if self.proj_bias else 0)
+        weights = h * a * d + 2 * h * k * d + a * d * h
+        bias = (a * d + 2 * k * d if self.qkv_bias else 0) + (h if self.proj_bias else 0)
+        return weights + bias + (2 * d if self.qk_norm else 0)
+
+    def mlp_params(self, width: int | None = None) -> int:
+        f, h = self.ffn_width if width is None else width, self.hidden
+        if self.gated_mlp:
+            return 3 * h * f + ((2 * f + h) if self.proj_bias else 0)
+        return 2 * h * f + ((f + h) if self.proj_bias else 0)
+
+    def router_params(self) -> int:
+        return self.experts * self.hidden + (self.experts if self.router_bias else 0) \
+            + (self.hidden if self.shared_expert_gate else 0)
+
+    def shared_params(self) -> int:
+        return self.mlp_params(self.shared_width) if self.shared_width else 0
+
+    def dense_layer_params(self) -> int:
+        return self.attention_params() + self.mlp_params() + 2 * self._norm()
+
+    def moe_layer_params(self, experts: int | None = None) -> int:
+        """One MoE layer with ``experts`` of its routed experts (all of them when None)."""
+        e = self.experts if experts is None else experts
+        return self.attention_params() + e * self.mlp_params(self.expert_width) + self.shared_params() \
+            + self.router_params() + 2 * self._norm()
+
+    def expert_params(self) -> int:
+        """Routed-expert weights of the whole model (what expert parallelism shards)."""
+        return self.moe_layers * self.experts * self.mlp_params(self.expert_width)
+
+    def embedding_params(self) -> int:
+        return (1 if self.tied_embeddings else 2) * self.vocab * self.hidden \
+            + (self.seq_len * self.hidden if self.position_embeddings else 0)
+
+    def counted_params(self, active: bool = False) -> int:
+        dense_layers = self.layers - self.moe_layers
+        moe = self.moe_layer_params(self.top_k if active else None) if self.is_moe else 0
+        return dense_layers * self.dense_layer_params() + self.moe_layers * moe \
+            + self.embedding_params() + self._norm()
+
+    @property
+    def param_count(self) -> float:
+        """Total parameters: ``params`` when given (a published figure), else counted from the shape."""
+        return self.params or self.counted_params()
+
+    @property
+    def active_param_count(self) -> float:
+        """Parameters one token passes through (the embedding and output layer included)."""
+        if not self.is_moe:
+            return self.param_count
+        return self.counted_params(active=True) * (self.param_count / self.counted_params())
+
+    def describe(self) -> str:
+        """One line: the shape as a practitioner reads it."""
+        att = (f"MLA (q rank {self.q_lora_rank}, kv rank {self.kv_lora_rank})" if self.is_mla
+               else f"{self.heads} heads / {self.kv_head_count} KV heads of {self.head_size}")
+        mlp = ("SwiGLU" if self.gated_mlp else "MLP") + f" {self.ffn_width}"
+        if self.is_moe:
+            mlp = (f"{self.experts} experts (top {self.top_k}) of {self.expert_width}"
+                   + (f" + shared {self.shared_width}" if self.shared_width else "")
+                   + (f", {self.dense_layers} dense first layers ({mlp})" if self.dense_layers else ""))
+        return (f"{self.layers} layers, hidden {self.hidden}, {att}, {mlp}, vocab {self.vocab}"
+                + (", tied embeddings" if self.tied_embeddings else ""))

@@ -1,0 +1,195 @@
+"""A Hugging Face ``config.json`` read into a ``Model``, offline, with one-line errors.
+
+Which keys are read, by ``model_type``:
+
+* Llama-style (llama, mistral, qwen2, qwen3; an unknown type that has the Llama keys):
+  ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default:
+  the heads), ``head_dim`` (default hidden / heads), ``intermediate_size``, ``vocab_size``,
+  ``tie_word_embeddings`` (default false), ``hidden_act`` (silu/swiglu: a gated MLP; gelu: not).
+  Llama's ``attention_bias`` / ``mlp_bias`` set the biases; Qwen2 always has Q/K/V biases (and no
+  others); Qwen3 has a per-head RMSNorm on queries and keys.
+* mixtral: ``num_local_experts`` and ``num_experts_per_tok``; each expert is ``intermediate_size`` wide.
+* qwen2_moe / qwen3_moe: ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
+  ``shared_expert_intermediate_size`` (qwen2_moe, with its sigmoid gate; qwen3_moe has no shared
+  expert), and ``decoder_sparse_step`` / ``mlp_only_layers``, which make some layers dense.  ``Model``
+  only knows "the first k layers are dense", so the dense layers are counted into ``dense_layers``
+  wherever they sit: the parameter count is the same, only their position is lost.
+* deepseek_v2 / deepseek_v3: ``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
+  ``first_k_dense_replace``, ``moe_layer_freq`` (must be 1), and MLA's ``q_lora_rank`` (null: queries
+  not compressed), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
+  ``topk_method: noaux_tc`` (V3) means a per-expert routing bias.  The multi-token-prediction module
+  (``num_nextn_predict_layers``) is not part of ``Model`` and is not counted.
+* gpt2: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (null: 4 h), ``n_positions``, ``vocab_size``;
+  tied embeddings, learned positions, biases and LayerNorm.
+* A multimodal wrapper's ``text_config`` is read in place of the outer dict.
+
+``max_position_embeddings`` is NOT the training sequence length: it is how far the position scheme
+reaches at inference, usually after a long-context stage (Llama 3.1: 131,072 for an 8,192 pre-training
+length; DeepSeek-V3: 163,840 for 4,096).  So ``seq_len`` is an argument.  Only for learned positions
+(gpt2) does the table size matter to the count, and there ``seq_len`` is set to ``n_positions``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from playground.planner.architecture import Model
+from playground.planner.errors import PlanError
+
+__all__ = ["read_hf_config", "model_from_hf_dict"]
+
+LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+GATED_ACTS = ("silu", "swiglu", "swish")
+PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu")
+PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden size",
+           "num_attention_heads": "the attention heads", "intermediate_size": "the MLP width",
+           "vocab_size": "the vocabulary", "n_layer": "the layer count", "n_embd": "the hidden size",
+           "n_head": "the attention heads", "n_positions": "the position table",
+           "num_local_experts": "the expert count", "num_experts": "the expert count",
+           "n_routed_experts": "the expert count", "num_experts_per_tok": "the experts per token",
+           "moe_intermediate_size": "the expert width", "kv_lora_rank": "MLA's key/value rank",
+           "qk_rope_head_dim": "MLA's rotary head size", "qk_nope_head_dim": "MLA's head size",
+           "v_head_dim": "MLA's value head size"}
+
+
+def read_hf_config(path, seq_len: int = 8192) -> Model:
+    """Read ``path`` (a config.json, or a folder holding one) into a ``Model`` trained at ``seq_len``."""
+    path = Path(path)
+    if not path.exists():
+        raise PlanError(f"no such file or folder: {path}")
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise PlanError(f"folder {path} has no config.json")
+        path = path / "config.json"
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise PlanError(f"{path} is not a text file (not UTF-8), so not a config.json") from None
+    except json.JSONDecodeError as err:
+        raise PlanError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    if not isinstance(cfg, dict):
+        raise PlanError(f"{path} holds a JSON {type(cfg).__name__}, not an object")
+    return model_from_hf_dict(cfg, seq_len, name=_name_in(cfg) or path.parent.name, source=str(path))
+
+
+def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source: str = "config.json") -> Model:
+    """The ``Model`` a parsed config.json describes; ``source`` names it in error messages."""
+    name = name or _name_in(cfg)
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrapper: the language model is inside
+        cfg, source = cfg["text_config"], f"{source} (text_config)"
+    keys = _Keys(cfg, source)
+    kind = cfg.get("model_type")
+    if kind == "gpt2":
+        return _gpt2(keys, name)
+    if kind not in LLAMA_STYLE + DEEPSEEK and not all(k in cfg for k in LLAMA_KEYS):
+        what = f"model_type {kind!r} is not one the planner reads" if kind else "there is no model_type"
+        raise PlanError(f"{source}: {what}, and it lacks the Llama keys "
+                        f"({', '.join(k for k in LLAMA_KEYS if k not in cfg)})")
+    layers, hidden, heads = keys.int("num_hidden_layers"), keys.int("hidden_size"), keys.int("num_attention_heads")
+    head_dim = keys.int("head_dim", None)
+    shape = dict(layers=layers, hidden=hidden, heads=heads, vocab=keys.int("vocab_size"), seq_len=seq_len,
+                 ffn=keys.int("intermediate_size"), kv_heads=keys.int("num_key_value_heads", heads),
+                 head_dim=None if head_dim == hidden // heads else head_dim,  # one spelling per shape
+                 gated_mlp=_gated(keys), tied_embeddings=keys.bool("tie_word_embeddings", False),
+                 position_embeddings=False, norm="rmsnorm", name=name)
+    if kind in ("qwen2", "qwen2_moe"):  # Qwen2 puts biases on Q, K and V, and nowhere else
+        shape.update(qkv_bias=True, proj_bias=False)
+    else:
+        attention_bias, mlp_bias = keys.bool("attention_bias", False), keys.bool("mlp_bias", False)
+        if attention_bias and not mlp_bias and kind not in DEEPSEEK:
+            raise PlanError(f"{source}: attention_bias without mlp_bias can't be counted "
+                            "(Model keeps the output-projection and MLP biases together)")
+        shape.update(qkv_bias=attention_bias, proj_bias=attention_bias and mlp_bias)
+    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe")
+    if kind == "mixtral":
+        shape.update(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"),
+                     moe_ffn=shape["ffn"])
+    elif kind in ("qwen2_moe", "qwen3_moe"):
+        shape.update(_qwen_moe(keys, kind, layers))
+    elif kind in DEEPSEEK:
+        shape.update(_deepseek(keys, kind, layers))
+    if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
+        shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
+                     shared_expert_gate=False, router_bias=False, moe_ffn=None)
+    return Model(**shape)
+
+
+def _qwen_moe(keys, kind: str, layers: int) -> dict:
+    step, dense_only = keys.int("decoder_sparse_step", 1), keys.get("mlp_only_layers", []) or []
+    if not isinstance(dense_only, list) or not all(isinstance(i, int) for i in dense_only):
+        raise PlanError(f"{keys.source}: 'mlp_only_layers' must be a list of layer numbers, got {dense_only!r}")
+    moe = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
+    shared = keys.int("shared_expert_intermediate_size", 0, least=0) if kind == "qwen2_moe" else 0
+    return dict(experts=keys.int("num_experts"), top_k=keys.int("num_experts_per_tok"),
+                moe_ffn=keys.int("moe_intermediate_size"), dense_layers=layers - moe,
+                shared_experts=1 if shared else 0, shared_ffn=shared or None, shared_expert_gate=bool(shared))
+
+
+def _deepseek(keys, kind: str, layers: int) -> dict:
+    nope, rope = keys.int("qk_nope_head_dim"), keys.int("qk_rope_head_dim")
+    mla = dict(q_lora_rank=keys.int("q_lora_rank", None), kv_lora_rank=keys.int("kv_lora_rank"),
+               qk_rope_dim=rope, head_dim=nope + rope, v_head_dim=keys.int("v_head_dim"))
+    experts = keys.int("n_routed_experts", 0, least=0)
+    if not experts:
+        return mla
+    if keys.int("moe_layer_freq", 1) != 1:
+        raise PlanError(f"{keys.source}: moe_layer_freq {keys.get('moe_layer_freq')} is not supported "
+                        "(the planner counts every layer after first_k_dense_replace as MoE)")
+    return dict(mla, experts=experts, top_k=keys.int("num_experts_per_tok"), moe_ffn=keys.int("moe_intermediate_size"),
+                shared_experts=keys.int("n_shared_experts", 0, least=0),
+                dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers),
+                router_bias=kind == "deepseek_v3" and keys.get("topk_method") == "noaux_tc")
+
+
+def _gpt2(keys, name: str) -> Model:
+    """GPT-2: learned positions, so the position table (``n_positions``) is the sequence length."""
+    return Model(keys.int("n_layer"), keys.int("n_embd"), keys.int("n_head"), keys.int("vocab_size"),
+                 seq_len=keys.int("n_positions"), ffn=keys.int("n_inner", None),
+                 tied_embeddings=keys.bool("tie_word_embeddings", True), name=name)
+
+
+def _gated(keys) -> bool:
+    act = keys.get("hidden_act", "silu")
+    if act in GATED_ACTS:
+        return True
+    if act in PLAIN_ACTS:
+        return False
+    raise PlanError(f"{keys.source}: hidden_act {act!r} is not one the planner knows ({', '.join(GATED_ACTS + PLAIN_ACTS)})")
+
+
+def _name_in(cfg: dict) -> str:
+    inner = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    name = cfg.get("_name_or_path") or inner.get("_name_or_path") or ""
+    return name if isinstance(name, str) else ""
+
+
+class _Keys:
+    """Typed look-ups in one config dict; every failure names the key and the file."""
+
+    _MISSING = object()
+
+    def __init__(self, cfg: dict, source: str):
+        self.cfg, self.source = cfg, source
+
+    def get(self, key, default=None):
+        value = self.cfg.get(key)
+        return default if value is None else value  # JSON null means "not set"
+
+    def int(self, key, default=_MISSING, least: int = 1):
+        value = self.cfg.get(key)
+        if value is None:
+            if default is self._MISSING:
+                raise PlanError(f"{self.source} lacks {key!r} (needed for {PURPOSE.get(key, key)})")
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PlanError(f"{self.source}: {key!r} must be a whole number >= {least}, got {value!r}")
+        return value
+
+    def bool(self, key, default: bool) -> bool:
+        value = self.get(key, default)
+        if not isinstance(value, bool):
+            raise PlanError(f"{self.source}: {key!r} must be true or false, got {value!r}")
+        return value

@@ -1,0 +1,263 @@
+"""Where a model runs: the cluster, the parallel layout, and the check that a layout can run at all.
+
+``Cluster`` (a GPU type and its links, from ``playground.hardware``), ``Layout`` (the degrees of
+every kind of parallelism and the training knobs), ``Efficiency`` (the step-time model's free
+constants), ``check_layout`` (one ``PlanError`` per impossible layout, before any arithmetic) and
+``stage_layers`` (how pipeline stages split the layers when PP does not divide them).
+
+Ranks are numbered as Megatron-Core numbers them: TP fastest, then CP, then DP (EP is carved out
+of DP x CP), then PP.  ``Layout``'s dataclass defaults are the settings of Narayanan et al.'s 2021
+runs (the step-time validation's); ``Layout.today`` applies what is trained today.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from playground import hardware
+from playground.planner.architecture import Model
+from playground.planner.errors import PlanError
+
+__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "RECOMPUTE", "DTYPES", "check_layout",
+           "stage_layers", "placement_note", "even_chunks"]
+
+BYTES = 2  # bf16 activations, parameters and gradients
+RECOMPUTE = ("none", "selective", "full")
+DTYPES = ("bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpu: hardware.GPU
+    gpus_per_node: int
+    nvlink_bytes_per_s: float       # one direction, per GPU
+    network_bytes_per_s: float      # one direction, per GPU
+
+    @classmethod
+    def of(cls, gpu="A100-80GB", gpus_per_node=None, nvlink_bytes_per_s=None, network_bytes_per_s=None):
+        """A cluster of ``gpu`` nodes; anything not given comes from the hardware table."""
+        try:
+            g = hardware.gpu(gpu)
+        except hardware.UnknownGPUError as e:
+            raise PlanError(str(e)) from None
+        for name, value in (("gpus_per_node", gpus_per_node), ("nvlink_bytes_per_s", nvlink_bytes_per_s),
+                            ("network_bytes_per_s", network_bytes_per_s)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value <= 0):
+                raise PlanError(f"{name} must be a positive finite number, got {value!r}")
+        return cls(g, gpus_per_node or g.gpus_per_node, nvlink_bytes_per_s or g.nvlink_bytes_per_s,
+                   network_bytes_per_s or g.network_bytes_per_s)
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int = 1
+    global_batch: int = 512          # sequences per step
+    vpp: int = 1                     # virtual stages (model chunks) per GPU
+    zero_stage: int = 0              # 0-2: Megatron's DDP / distributed optimizer; 3: FSDP
+    recompute: str = "full"          # none | selective | full
+    sequence_parallel: bool = False
+    flash_attention: bool = False
+    overlap_grad_reduce: bool = False  # Megatron-LM of 2021 reduced gradients after the flush
+    scatter_gather: bool = True      # p2p sends 1/t of the activation per TP rank (Narayanan Sec. 4.1)
+    cp: int = 1                      # context parallelism: the sequence split over cp ranks
+    ep: int = 1                      # expert parallelism: the experts split over ep ranks of DP x CP
+    shard_group: int | None = None   # ZeRO-3 as HSDP: shard over this many ranks, replicate across; None: all
+    dropout: bool = True             # dropout masks kept for backward (GPT-3 era); off in today's recipes
+    dtype: str = "bf16"              # GEMM precision: bf16, or fp8 (weights and optimizer stay as in bf16)
+    first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
+    last_stage_layers: int | None = None
+
+    @classmethod
+    def today(cls, tp: int = 1, pp: int = 1, dp: int = 1, **knobs) -> "Layout":
+        """A layout with today's defaults: bf16, flash attention, no dropout, sequence parallelism
+        whenever TP > 1, the distributed optimizer (ZeRO-1) whenever DP x CP > 1, gradient
+        reduction overlapped with backward, no recomputation.  Any knob given overrides them."""
+        cp = knobs.get("cp", 1)
+        defaults = dict(recompute="none", sequence_parallel=tp > 1, flash_attention=True, dropout=False,
+                        overlap_grad_reduce=True, zero_stage=1 if dp * cp > 1 else 0)
+        return cls(tp, pp, dp, **{**defaults, **knobs})
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def micro_batches(self) -> int:
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def sharding_degree(self) -> int:
+        """Ranks that shard the dense weights' ZeRO states: DP x CP (Megatron's distributed
+        optimizer), or the HSDP shard group."""
+        return self.shard_group or self.dp * self.cp
+
+    def describe(self) -> str:
+        knobs = [f"TP={self.tp}", f"PP={self.pp}"] + [f"{k.upper()}={getattr(self, k)}" for k in ("vpp", "cp", "ep")
+                                                      if getattr(self, k) > 1] + [f"DP={self.dp}"]
+        zero = ("HSDP (shard over " + str(self.shard_group) + ")") if self.zero_stage == 3 and self.shard_group \
+            else ("FSDP (ZeRO-3)" if self.zero_stage == 3 else f"ZeRO-{self.zero_stage}")
+        return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The model's only free constants: what fraction of a datasheet number real kernels reach."""
+    gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
+    hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
+    link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
+    kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
+    latency_s: float = 10e-6  # per ring step of a collective / per p2p message
+    tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
+    optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step
+    sources: dict = field(default_factory=lambda: {
+        "gemm": "assumed: large cuBLAS fp16/bf16 GEMMs reach roughly 70-90% of dense peak; NVIDIA's "
+                "Matrix Multiplication Background guide explains the gap (tile and wave quantization); "
+                "0.80 is the middle of that range, not fitted to any published row",
+        "hbm": "assumed: streaming element-wise kernels reach roughly 80% of datasheet HBM bandwidth",
+        "link": "assumed: NCCL all-reduce bus bandwidth (nccl-tests PERFORMANCE.md) reaches roughly 80% "
+                "of the NVLink or InfiniBand line rate at large messages",
+        "kernel_s": "assumed: a CUDA launch plus framework dispatch costs a few microseconds per kernel",
+        "latency_s": "assumed: one ring step or point-to-point message costs ~10 microseconds of latency",
+    }, compare=False)
+
+
+EFFICIENCY = Efficiency()
+
+
+# ----------------------------------------------------------------------------- pipeline stages
+def stage_layers(model: Model, layout: Layout) -> tuple[int, ...]:
+    """Transformer layers on each pipeline stage, first to last.
+
+    As Megatron-Core places them: evenly when PP divides the layers; else, when it divides the
+    layers plus two, the embedding and the loss each count as one layer (its
+    ``--account-for-embedding-in-pipeline-split`` and ``--account-for-loss-in-pipeline-split``:
+    Llama 3 405B's 126 layers on 16 stages are 7 + 14 x 8 + 7); else the middle stages take
+    ceil(l / p) each and the first and last share the rest (``--decoder-first/last-pipeline-
+    num-layers``), the first taking the smaller half.  ``first_stage_layers`` and
+    ``last_stage_layers`` set those two by hand; the middle stages then split the rest evenly.
+    """
+    l, p = model.layers, layout.pp
+    first, last = layout.first_stage_layers, layout.last_stage_layers
+    if p == 1:
+        return (l,)
+    if first is not None or last is not None:
+        middle_total = l - (first or 0) - (last or 0)
+        open_stages = p - (first is not None) - (last is not None)
+        if open_stages == 0:
+            if middle_total:
+                raise PlanError(f"first + last stage layers must be the {l} layers with PP=2")
+            return (first, last)
+        if middle_total < open_stages or middle_total % open_stages:
+            raise PlanError(f"the {middle_total} layers left after the first/last stages do not split evenly "
+                            f"over the other {open_stages} stages")
+        q = middle_total // open_stages
+        stages = [q] * p
+        if first is not None:
+            stages[0] = first
+        if last is not None:
+            stages[-1] = last
+        return tuple(stages)
+    if l % p == 0:
+        return (l // p,) * p
+    if (l + 2) % p == 0 and (l + 2) // p >= 2:
+        q = (l + 2) // p
+        return (q - 1,) + (q,) * (p - 2) + (q - 1,)
+    q = math.ceil(l / p)
+    rest = l - q * (p - 2)
+    if p == 2 or rest < 2:
+        q = l // p
+        stages = [q] * p
+        for i in range(l - q * p):  # the extra layers go to the last stages (the first holds the embedding)
+            stages[-1 - i] += 1
+        return tuple(stages)
+    return (rest // 2,) + (q,) * (p - 2) + (rest - rest // 2,)
+
+
+def even_chunks(model: Model, layout: Layout) -> bool:
+    """Whether Megatron-Core can cut every stage into ``vpp`` equal model chunks (the embedding and the
+    loss counted as layers when that is how the stages were placed).  The step-time model itself
+    takes any split; the search proposes only these."""
+    if layout.vpp == 1:
+        return True
+    stages = stage_layers(model, layout)
+    return all(x % layout.vpp == 0 for x in stages) or \
+        (layout.first_stage_layers is None and (model.layers + 2) % (layout.pp * layout.vpp) == 0)
+
+
+def placement_note(model: Model, layout: Layout) -> str:
+    """How the layers sit on the stages, in words (for the report)."""
+    stages = stage_layers(model, layout)
+    if len(set(stages)) == 1:
+        return f"{model.layers} layers, {stages[0]} per stage" if layout.pp > 1 else f"{model.layers} layers"
+    middle = stages[1:-1]
+    mid = f" + {len(middle)} x {middle[0]}" if middle and len(set(middle)) == 1 else \
+        "".join(f" + {x}" for x in middle)
+    why = (" (the embedding and the loss each count as a layer)"
+           if layout.first_stage_layers is None and (model.layers + 2) % layout.pp == 0 else "")
+    return f"{model.layers} layers as {stages[0]}{mid} + {stages[-1]}{why}"
+
+
+# ----------------------------------------------------------------------------- checks
+def _whole(name, v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise PlanError(f"{name} must be a whole number >= 1, got {v!r}")
+
+
+def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
+    """One clear ``PlanError`` for a layout that cannot run (before any arithmetic)."""
+    for name in ("tp", "pp", "dp", "vpp", "cp", "ep", "micro_batch", "global_batch"):
+        _whole(name.upper() if len(name) <= 3 else name.replace("_", " "), getattr(layout, name))
+    if model.hidden % model.heads and model.head_dim is None:
+        raise PlanError(f"hidden size {model.hidden} is not divisible by {model.heads} heads")
+    if model.heads % layout.tp:
+        raise PlanError(f"TP={layout.tp} does not divide the {model.heads} attention heads")
+    if not model.is_mla and model.kv_head_count % layout.tp:
+        raise PlanError(f"TP={layout.tp} does not divide the {model.kv_head_count} key/value heads "
+                        f"(it would split a KV head; use TP <= {math.gcd(model.kv_head_count, layout.tp)} "
+                        f"or context parallelism)")
+    if layout.pp > model.layers:
+        raise PlanError(f"PP={layout.pp} is more than the {model.layers} layers")
+    if layout.pp * layout.vpp > model.layers:
+        raise PlanError(f"PP x VPP = {layout.pp * layout.vpp} chunks is more than the {model.layers} layers")
+    if layout.vpp > 1 and layout.pp == 1:
+        raise PlanError("virtual stages (VPP > 1) need pipeline parallelism (PP > 1)")
+    if model.seq_len % (2 * layout.cp if layout.cp > 1 else 1):
+        raise PlanError(f"CP={layout.cp} does not divide the {model.seq_len}-token sequence into "
+                        f"2 x CP = {2 * layout.cp} equal chunks (causal load balancing)")
+    if layout.ep > 1 and not model.is_moe:
+        raise PlanError(f"EP={layout.ep} needs a mixture-of-experts model (this one is dense)")
+    if model.is_moe and model.experts % layout.ep:
+        raise PlanError(f"EP={layout.ep} does not divide the {model.experts} experts")
+    if (layout.dp * layout.cp) % layout.ep:
+        raise PlanError(f"EP={layout.ep} must divide DP x CP = {layout.dp * layout.cp} (experts are spread "
+                        f"over the data-parallel ranks)")
+    if gpus is not None and layout.gpus != gpus:
+        raise PlanError(f"TP x PP x CP x DP = {layout.tp} x {layout.pp} x {layout.cp} x {layout.dp} = "
+                        f"{layout.gpus} is not the {gpus} GPUs")
+    if layout.global_batch % (layout.dp * layout.micro_batch):
+        unit = layout.dp * layout.micro_batch
+        lower, upper = layout.global_batch // unit * unit, (layout.global_batch // unit + 1) * unit
+        raise PlanError(f"global batch {layout.global_batch} is not a multiple of DP x micro-batch = "
+                        f"{layout.dp} x {layout.micro_batch}: use "
+                        + (f"{lower} or {upper}" if lower else f"at least {upper}") + " sequences")
+    if layout.vpp > 1 and layout.micro_batches % layout.pp:
+        raise PlanError(f"the interleaved schedule needs the {layout.micro_batches} micro-batches "
+                        f"to be a multiple of PP={layout.pp}")
+    if layout.recompute not in RECOMPUTE:
+        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {layout.recompute!r}")
+    if layout.zero_stage not in (0, 1, 2, 3) or isinstance(layout.zero_stage, bool):
+        raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
+    if layout.dtype not in DTYPES:
+        raise PlanError(f"dtype must be one of {', '.join(DTYPES)}, got {layout.dtype!r}")
+    if layout.shard_group is not None:
+        if layout.zero_stage != 3:
+            raise PlanError("a shard group (HSDP) needs ZeRO stage 3 (FSDP)")
+        _whole("shard group", layout.shard_group)
+        if (layout.dp * layout.cp) % layout.shard_group:
+            raise PlanError(f"the HSDP shard group of {layout.shard_group} must divide DP x CP = "
+                            f"{layout.dp * layout.cp}")

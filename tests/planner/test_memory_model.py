@@ -1,0 +1,137 @@
+"""The planner's one memory model: per-layer activations that reduce to Korthikanti et al.'s for a GPT,
+model states under ZeRO, FSDP, HSDP and EP, 1F1B's in-flight micro-batches, the logits buffer, the
+allowance, Megatron's stage placement — and the published layouts that ran judged as fitting."""
+
+from dataclasses import replace
+
+import pytest
+
+from playground import hardware
+from playground.planner import (FRAGMENTATION, FRAMEWORK_BYTES, Layout, Model, PlanError, activation_bytes_per_layer,
+                                layer_activation_bytes, memory_per_gpu, model_state_bytes, preset, stage_layers,
+                                usable_memory_bytes)
+
+GPT = Model(96, 12288, 96, seq_len=2048)
+LLAMA8, LLAMA70, LLAMA405 = preset("llama3-8b"), preset("llama3-70b"), preset("llama3-405b")
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("sp", [True, False])
+def test_a_gpt_layer_saves_what_korthikanti_counts(recompute, sp):
+    lay = Layout(8, 1, 1, recompute=recompute, sequence_parallel=sp)
+    expected = activation_bytes_per_layer(2048, 1, 12288, 96, recompute, 8, sequence_parallel=sp)
+    assert layer_activation_bytes(GPT, lay) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_llama_layer_saves_norms_qkv_output_and_the_swiglu_intermediates():
+    """Per token, bf16, no dropout: both norms' inputs and outputs (4 h), Q and the attention output
+    (2 a d = 2 h), K and V of the 8 KV heads (2 k d), gate, up and their product (3 f); plus the
+    flash kernel's fp32 log-sum-exp per head."""
+    h, k, d, f, a, s = 4096, 8, 128, 14336, 32, 8192
+    per_token = 2 * (4 * h + 2 * h + 2 * k * d + 3 * f) + 4 * a
+    assert layer_activation_bytes(LLAMA8, Layout.today()) == s * per_token
+    tp = Layout.today(tp=4)   # sequence parallelism: every saved tensor split over TP
+    assert layer_activation_bytes(LLAMA8, tp) == pytest.approx(s * per_token / 4)
+
+
+def test_flash_attention_drops_the_s_squared_scores():
+    base = Layout.today(tp=8)
+    flash, plain = (layer_activation_bytes(LLAMA405, replace(base, flash_attention=f)) for f in (True, False))
+    s, a, t = 8192, 128, 8
+    assert plain - flash == pytest.approx(2 * a * s * s / t - 4 * a * s / t)  # scores (no dropout) vs LSE
+
+
+def test_context_parallelism_splits_every_saved_tensor_by_cp():
+    one, four = (layer_activation_bytes(LLAMA70, Layout.today(tp=8, cp=c)) for c in (1, 4))
+    assert four == pytest.approx(one / 4)
+
+
+def test_model_states_shard_over_dp_times_cp_and_experts_over_ep():
+    dense = memory_per_gpu(LLAMA8, Layout.today(1, 1, 8, global_batch=8, zero_stage=3))
+    assert dense["model_states"] == pytest.approx(16 * LLAMA8.param_count / 8)
+    cp = memory_per_gpu(LLAMA8, Layout.today(1, 1, 4, global_batch=8, cp=2, zero_stage=3))
+    assert cp["model_states"] == pytest.approx(dense["model_states"])  # DP x CP = 8 shards either way
+    mixtral = preset("mixtral-8x7b")
+    lay = Layout.today(1, 1, 8, global_batch=8, ep=8, zero_stage=1)
+    expert = mixtral.expert_params()
+    rest = mixtral.param_count - expert
+    states = model_state_bytes(rest, 8, 1)["total"] + model_state_bytes(expert / 8, 1, 1)["total"]
+    assert memory_per_gpu(mixtral, lay)["model_states"] == pytest.approx(states)
+
+
+def test_hsdp_shards_inside_the_group_and_holds_more_than_fsdp():
+    fsdp = memory_per_gpu(LLAMA70, Layout.today(1, 1, 64, global_batch=64, zero_stage=3, recompute="full"))
+    hsdp = memory_per_gpu(LLAMA70, Layout.today(1, 1, 64, global_batch=64, zero_stage=3, shard_group=8,
+                                                recompute="full"))
+    assert hsdp["model_states"] == pytest.approx(8 * fsdp["model_states"])
+    assert fsdp["zero3_buffers"] > 0  # the gathered current and prefetched layer, one layer's gradient
+
+
+def test_1f1b_holds_p_micro_batches_on_the_first_stage_and_the_fullest_stage_is_reported():
+    lay = Layout.today(8, 16, 64, global_batch=2048)
+    mem = memory_per_gpu(LLAMA405, lay)
+    # 126 layers as 7 + 14 x 8 + 7: stage 1 (8 layers x 15 in flight) is fuller than stage 0 (7 x 16)
+    assert (mem["stage"], mem["stage_layers"], mem["in_flight_micro_batches"]) == (1, 8, 15)
+    per_layer = layer_activation_bytes(LLAMA405, lay)
+    assert mem["activations"] == pytest.approx(8 * 15 * per_layer)
+    interleaved = memory_per_gpu(LLAMA405, replace(lay, vpp=2))
+    assert interleaved["activations"] == pytest.approx(mem["activations"] * (1 + 15 / 32))
+
+
+def test_the_last_stage_holds_the_logits_and_the_loss_copy():
+    lay = Layout.today(1, 1, 8, global_batch=8)
+    assert memory_per_gpu(LLAMA8, lay)["logits"] == 6 * 8192 * 128256  # bf16 logits + fp32 for the loss
+    assert memory_per_gpu(LLAMA8, replace(lay, tp=2, dp=4))["logits"] == 6 * 8192 * 128256 / 2
+
+
+@pytest.mark.parametrize("layers,pp,expected", [
+    (126, 16, (7,) + (8,) * 14 + (7,)),   # Llama 3 405B: embedding and loss count as a layer
+    (80, 8, (10,) * 8),
+    (61, 16, (2,) + (4,) * 14 + (3,)),    # DeepSeek-V3's 61 layers
+    (70, 12, (5,) + (6,) * 10 + (5,)),    # BLOOM
+    (5, 2, (2, 3)),
+])
+def test_pipeline_stages_are_placed_as_megatron_places_them(layers, pp, expected):
+    model = replace(LLAMA8, layers=layers)
+    placed = stage_layers(model, Layout.today(1, pp, 1))
+    assert placed == expected and sum(placed) == layers
+
+
+def test_first_and_last_stage_layers_can_be_set_by_hand():
+    model = replace(LLAMA8, layers=30)
+    assert stage_layers(model, Layout.today(1, 4, 1, first_stage_layers=6, last_stage_layers=6)) == (6, 9, 9, 6)
+    with pytest.raises(PlanError, match="do not split evenly"):
+        stage_layers(model, Layout.today(1, 4, 1, first_stage_layers=5))
+
+
+def test_usable_memory_is_what_the_gpu_shows_less_the_allowance():
+    h100 = hardware.gpu("H100")
+    assert usable_memory_bytes("H100") == pytest.approx(h100.memory_bytes * (1 - FRAGMENTATION) - FRAMEWORK_BYTES)
+    assert FRAMEWORK_BYTES == 2 * 2 ** 30 and FRAGMENTATION == 0.05
+
+
+# ----------------------------------------------------------------------------- published layouts
+def test_llama3_405b_tp8_pp16_at_8k_fits_on_80_gb_without_recomputation():
+    """Dubey et al. 2024: TP 8 x PP 16 x DP 64 on 8,192 H100s, 8K sequences, "without activation
+    checkpointing"."""
+    mem = memory_per_gpu(LLAMA405, Layout.today(8, 16, 64, global_batch=2048), "H100")
+    assert mem["fits"] and mem["total"] > 0.8 * mem["usable"]  # it ran near the edge
+
+
+def test_deepseek_v3_ep64_pp16_fits_on_h800s():
+    """DeepSeek-AI 2024, Sec. 3.2: PP 16, EP 64 over 8 nodes, ZeRO-1 DP, no TP, 4K sequences."""
+    lay = Layout.today(1, 16, 128, global_batch=15360, ep=64, zero_stage=1, recompute="full")
+    assert memory_per_gpu(preset("deepseek-v3"), lay, "H800")["fits"]
+
+
+def test_a_70b_fsdp_run_on_64_gpus_fits():
+    """torchtitan's Llama 3 70B on 64 A100-80GB: FSDP over 64, local batch 1, 8K, full recomputation."""
+    lay = Layout.today(1, 1, 64, global_batch=64, zero_stage=3, recompute="full")
+    assert memory_per_gpu(LLAMA70, lay, "A100-80GB")["fits"]
+    assert not memory_per_gpu(LLAMA70, replace(lay, recompute="none"), "A100-80GB")["fits"]
+
+
+def test_405b_at_zero_0_without_model_parallelism_does_not_fit():
+    lay = Layout.today(1, 1, 8192, global_batch=8192, zero_stage=0)
+    mem = memory_per_gpu(LLAMA405, lay, "H100")
+    assert not mem["fits"] and mem["model_states"] == pytest.approx(16 * LLAMA405.param_count)

@@ -1,0 +1,168 @@
+"""Models from Hugging Face config.json files and from the named presets.
+
+The fixtures in ``chapters/configs/<preset>/config.json`` (the book's worked examples) are copies of
+the public config.json files; each folder is named after the preset it must agree with.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from playground.planner.errors import PlanError
+from playground.planner.hf_config import model_from_hf_dict, read_hf_config
+from playground.planner.presets import PRESETS, preset, preset_names, preset_source
+
+CONFIGS = Path(__file__).resolve().parents[2] / "chapters" / "configs"
+FIXTURES = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").is_file())
+
+
+def within_published_rounding(count: float, published: str) -> bool:
+    """A published "8.03" (billions) is the count rounded or cut to its last digit: within one unit of it."""
+    unit = 10.0 ** -len(published.partition(".")[2])
+    return abs(count / 1e9 - float(published)) < unit
+
+
+@pytest.mark.parametrize("folder, total, active", [
+    ("llama3-8b", "8.03", None),             # Meta-Llama-3-8B model card
+    ("mistral-7b", "7.24", None),            # Jiang et al. 2023: 7.24B
+    ("qwen3-8b", "8.2", None),               # Qwen3-8B model card: 8.2B
+    ("mixtral-8x7b", "46.7", "12.9"),        # Jiang et al. 2024: 46.7B total, 12.9B active
+    ("qwen1.5-moe-a2.7b", "14.3", "2.7"),    # Qwen1.5-MoE-A2.7B model card
+    ("deepseek-v3", "671", "37"),            # DeepSeek-V3 report, MTP module not counted
+])
+def test_hf_config_counts_match_published_totals(folder, total, active):
+    model = read_hf_config(CONFIGS / folder)
+    assert within_published_rounding(model.param_count, total), f"{model.param_count:,}"
+    if active is not None:
+        assert within_published_rounding(model.active_param_count, active), f"{model.active_param_count:,}"
+
+
+def test_hf_config_counts_are_exact_for_the_verified_shapes():
+    counts = {name: read_hf_config(CONFIGS / name).param_count for name in FIXTURES}
+    assert counts["llama3-8b"] == 8_030_261_248
+    assert counts["mixtral-8x7b"] == 46_702_792_704
+    assert counts["qwen1.5-moe-a2.7b"] == 14_315_784_192
+    assert counts["deepseek-v3"] == 671_026_419_200
+    assert read_hf_config(CONFIGS / "deepseek-v3").active_param_count == 37_552_297_472
+
+
+@pytest.mark.parametrize("folder", FIXTURES)
+def test_presets_equal_their_configs(folder):
+    named = preset(folder)
+    read = read_hf_config(CONFIGS / folder, seq_len=named.seq_len)  # a config.json has no training length
+    assert named == read
+    assert named.name == folder
+
+
+def test_every_preset_is_named_after_itself_and_cited():
+    for name, (model, source) in PRESETS.items():
+        assert model.name == name and preset_source(name) == source and source
+    assert preset_names() == list(PRESETS)
+    assert preset("GPT3-175B").param_count == 174_604_259_328  # case-insensitive
+    assert [preset(n).seq_len for n in ("gpt3-175b", "llama3-405b", "deepseek-v3")] == [2048, 8192, 4096]
+    assert preset("llama3-70b").param_count == 70_553_706_496
+    assert preset("llama3-405b").param_count == 405_853_388_800
+
+
+def test_hf_config_reads_a_folder_or_a_file(tmp_path):
+    from_folder = read_hf_config(CONFIGS / "llama3-8b")
+    from_file = read_hf_config(CONFIGS / "llama3-8b" / "config.json", seq_len=4096)
+    assert from_file == dataclasses.replace(from_folder, seq_len=4096)
+    assert from_folder.seq_len == 8192 and from_folder.name == "llama3-8b"  # no _name_or_path: the folder
+
+    cfg = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "_name_or_path": "meta-llama/Meta-Llama-3-8B"}))
+    assert read_hf_config(tmp_path).name == "meta-llama/Meta-Llama-3-8B"
+    assert model_from_hf_dict(cfg, name="mine").name == "mine"
+
+
+def write(tmp_path, text, name="config.json"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_hf_config_errors_name_the_problem(tmp_path):
+    with pytest.raises(PlanError, match="no such file or folder: .*nowhere"):
+        read_hf_config(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PlanError, match="empty has no config.json"):
+        read_hf_config(tmp_path / "empty")
+    with pytest.raises(PlanError, match=r"config.json is not valid JSON \(line 3"):
+        read_hf_config(write(tmp_path, '{\n  "hidden_size": 4096,\n  oops\n}'))
+    with pytest.raises(PlanError, match="holds a JSON list, not an object"):
+        read_hf_config(write(tmp_path, "[1, 2]"))
+
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    del llama["num_attention_heads"]
+    with pytest.raises(PlanError, match=r"config.json lacks 'num_attention_heads' \(needed for the attention heads\)"):
+        read_hf_config(write(tmp_path, json.dumps(llama)))
+    with pytest.raises(PlanError, match="'hidden_size' must be a whole number >= 1, got '4096'"):
+        model_from_hf_dict({**llama, "num_attention_heads": 32, "hidden_size": "4096"})
+    with pytest.raises(PlanError, match="'num_key_value_heads' must be a whole number >= 1, got 0"):
+        model_from_hf_dict({**llama, "num_attention_heads": 32, "num_key_value_heads": 0})
+    with pytest.raises(PlanError, match="'tie_word_embeddings' must be true or false"):
+        model_from_hf_dict({**llama, "num_attention_heads": 32, "tie_word_embeddings": "no"})
+    with pytest.raises(PlanError, match="model_type 'mamba' is not one the planner reads"):
+        model_from_hf_dict({"model_type": "mamba", "hidden_size": 768})
+    deepseek = json.loads((CONFIGS / "deepseek-v3" / "config.json").read_text())
+    with pytest.raises(PlanError, match="moe_layer_freq 2 is not supported"):
+        model_from_hf_dict({**deepseek, "moe_layer_freq": 2})
+
+
+def test_hf_config_reads_a_multimodal_wrappers_text_config():
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    wrapper = {"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+               "text_config": llama, "vision_config": {"hidden_size": 1024}}
+    assert model_from_hf_dict(wrapper) == read_hf_config(CONFIGS / "llama3-8b")
+
+
+def test_an_unknown_model_type_with_the_llama_keys_reads_as_llama():
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    assert model_from_hf_dict({**llama, "model_type": "my_llama"}) == read_hf_config(CONFIGS / "llama3-8b")
+
+
+def test_qwen_moe_dense_layers_are_counted_wherever_they_sit():
+    qwen = json.loads((CONFIGS / "qwen1.5-moe-a2.7b" / "config.json").read_text())
+    every_other = model_from_hf_dict({**qwen, "decoder_sparse_step": 2})  # layers 1, 3, ... are MoE
+    assert every_other.dense_layers == 12
+    one_dense = model_from_hf_dict({**qwen, "mlp_only_layers": [5]})      # not a first layer: same count
+    assert one_dense.dense_layers == 1
+    assert one_dense.counted_params() == 23 * one_dense.moe_layer_params() + one_dense.dense_layer_params() \
+        + one_dense.embedding_params() + one_dense.hidden
+    qwen3_moe = model_from_hf_dict({**qwen, "model_type": "qwen3_moe", "head_dim": 128})
+    assert (qwen3_moe.shared_width, qwen3_moe.shared_expert_gate, qwen3_moe.qk_norm) == (0, False, True)
+
+
+def test_deepseek_v2_has_no_routing_bias_and_may_leave_queries_uncompressed():
+    v2 = dict(model_type="deepseek_v2", hidden_act="silu", num_hidden_layers=60, hidden_size=5120,
+              num_attention_heads=128, num_key_value_heads=128, vocab_size=102400, intermediate_size=12288,
+              n_routed_experts=160, n_shared_experts=2, num_experts_per_tok=6, moe_intermediate_size=1536,
+              first_k_dense_replace=1, moe_layer_freq=1, q_lora_rank=1536, kv_lora_rank=512,
+              qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128, topk_method="group_limited_greedy")
+    model = model_from_hf_dict(v2)
+    assert not model.router_bias
+    assert within_published_rounding(model.param_count, "236")        # DeepSeek-V2 report: 236B total,
+    assert within_published_rounding(model.active_param_count, "21")  # 21B activated
+    lite = model_from_hf_dict({**v2, "num_hidden_layers": 27, "hidden_size": 2048, "num_attention_heads": 16,
+                               "num_key_value_heads": 16, "intermediate_size": 10944, "n_routed_experts": 64,
+                               "moe_intermediate_size": 1408, "q_lora_rank": None})
+    assert lite.q_lora_rank is None and within_published_rounding(lite.param_count, "15.7")  # V2-Lite
+
+
+def test_gpt2_style_configs_count_their_position_table():
+    gpt2 = {"model_type": "gpt2", "activation_function": "gelu_new", "n_layer": 12, "n_embd": 768,
+            "n_head": 12, "n_inner": None, "n_positions": 1024, "vocab_size": 50257}
+    model = model_from_hf_dict(gpt2)
+    assert model.param_count == 124_439_808  # openai-community/gpt2, as PyTorch counts it
+    assert (model.seq_len, model.tied_embeddings, model.norm) == (1024, True, "layernorm")
+
+
+def test_unknown_preset_lists_the_known_ones():
+    with pytest.raises(PlanError) as err:
+        preset("gpt-5")
+    assert str(err.value) == f"unknown model 'gpt-5'; known: {', '.join(PRESETS)}"
+    with pytest.raises(PlanError, match="unknown model"):
+        preset_source("llama2-7b")

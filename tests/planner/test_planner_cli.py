@@ -1,0 +1,197 @@
+"""The planner's command line as a practitioner meets it: --help explains every option, numbers take
+decimal and binary suffixes, the text report and --json carry the same numbers, bad input is one line
+on stderr with exit 2 and nothing on stdout, and `pip install` gives a `capacity-plan` command."""
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from playground import planner as cp
+from playground.planner.args import parse_number, planner_parser
+from playground.planner.presets import preset_names
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = Path(__file__).resolve().parents[2] / "chapters" / "configs"
+
+
+def _cli(*args, module="capacity_plan"):
+    return subprocess.run([sys.executable, "-m", f"playground.{module}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_help_explains_every_option_with_its_default():
+    parser = planner_parser()
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert action.help and "default" in action.help, action.option_strings
+    text = parser.format_help()
+    for name in preset_names():
+        assert name in text
+    for unit in ("GB/s", "tokens", "sequences", "TFLOP/s", "16Mi = 2^24"):
+        assert unit in text
+
+
+@pytest.mark.parametrize("text,value", [("16M", 16e6), ("16Mi", 2 ** 24), ("1.5Ki", 1536), ("175B", 175e9),
+                                        ("1.4T", 1.4e12), ("4Gi", 4 * 2 ** 30), ("2e3", 2000.0), ("7", 7.0)])
+def test_numbers_take_decimal_and_binary_suffixes(text, value):
+    assert parse_number(text) == value
+
+
+def test_a_16mi_token_batch_is_2048_sequences_and_16m_is_rounded_and_said():
+    exact = cp.plan(model="llama3-405b", tokens=15.6e12, gpus=8192, tp=8, pp=16, global_batch_tokens=2 ** 24)
+    assert exact["global_batch"] == 2048 and exact["global_batch_tokens"] == 2 ** 24
+    assert not any("rounded" in n for n in exact["notes"])
+    rounded = cp.plan(model="llama3-405b", tokens=15.6e12, global_batch_tokens=16e6)
+    assert rounded["global_batch"] == 1953 and any("rounded to 1,953 sequences" in n for n in rounded["notes"])
+    with pytest.raises(cp.PlanError, match="not a multiple of DP x micro-batch = 64 x 1: use 1920 or 1984"):
+        cp.plan(model="llama3-405b", tokens=15.6e12, gpus=8192, tp=8, pp=16, global_batch_tokens=16e6)
+
+
+def test_text_report_and_json_carry_the_same_numbers():
+    args = ["--model", "llama3-8b", "--tokens", "2T", "--gpus", "64", "--tp", "1", "--pp", "1"]
+    text, js = _cli(*args), _cli(*args, "--json")
+    assert text.returncode == js.returncode == 0, text.stderr + js.stderr
+    p = json.loads(js.stdout)
+    for shown in (f"{p['gpu_hours']:,.0f} GPU-hours", f"{p['days']:.1f} days", f"MFU {p['mfu']:.3f}",
+                  f"HFU {p['hfu']:.3f}", f"{p['steps']:,} steps", f"{p['memory']['total'] / 2 ** 30:.1f} GiB",
+                  f"step {p['step_time_s']:.3g} s"):
+        assert shown in text.stdout, shown
+    layouts = [line for line in text.stdout.splitlines() if line.startswith("layout")]
+    assert len(layouts) == 1 and "TP=1 x PP=1 x DP=64" in layouts[0]  # only the layout asked for
+
+
+def test_json_keeps_its_keys_and_adds_the_new_ones():
+    out = _cli("--model", "llama3-70b", "--tokens", "1.4T", "--gpus", "1024", "--tp", "8", "--pp", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    for key in ("params", "active_params", "tokens", "flops_per_token", "total_flops", "steps", "global_batch_tokens",
+                "gpu_hours", "days", "cost", "memory", "parallelism", "warnings", "mfu", "hfu", "tflops_per_gpu",
+                "model_tflops_per_gpu", "step_time_s", "tokens_per_s", "global_batch", "layout", "notes"):
+        assert key in p, key
+    for key in ("model_states", "activations", "total", "capacity", "usable", "fits", "logits", "zero3_buffers"):
+        assert key in p["memory"], key
+    for key in ("dp", "tp", "pp", "cp", "ep", "vpp", "zero_stage"):
+        assert key in p["parallelism"], key
+    for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "hfu"):
+        assert key in p["layout_prediction"], key
+
+
+def test_a_config_json_goes_in_and_flags_override_it():
+    out = _cli("--hf-config", str(CONFIGS / "llama3-8b"), "--tokens", "1T", "--gpus", "8", "--tp", "1",
+               "--seq-len", "4096", "--json")
+    p = json.loads(out.stdout)
+    assert out.returncode == 0 and p["architecture"]["seq_len"] == 4096 and p["params"] == 8_030_261_248
+    assert p["architecture"]["source"].startswith("config ") and p["architecture"]["kv_heads"] == 8
+
+
+def test_an_moe_model_plans_with_expert_parallelism():
+    out = _cli("--model", "deepseek-v3", "--gpu", "H800", "--gpus", "2048", "--tokens", "14.8T", "--pp", "16",
+               "--ep", "64", "--recompute", "full", "--global-batch", "15360", "--json")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    assert p["parallelism"]["ep"] == 64 and p["parallelism"]["dp"] == 128 and p["memory"]["fits"]
+    assert p["active_params"] < 0.06 * p["params"]
+    assert p["layout_prediction"]["time_breakdown"]["ep_all_to_all"] > 0
+
+
+def test_capacity_plan_is_a_console_script_with_its_dependencies_declared():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["scripts"]["capacity-plan"] == "playground.planner.cli:main"
+    assert {d.split(">")[0].split("=")[0] for d in project["dependencies"]} >= {"torch", "numpy", "matplotlib"}
+    script = Path(sys.executable).with_name("capacity-plan")
+    if script.exists():  # installed by `pip install -e .` (make venv)
+        out = subprocess.run([str(script), "--model", "llama3-8b", "--tokens", "1T"], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0 and "GPU-hours" in out.stdout
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`capacity_plan ... --search | head -2` must not print a BrokenPipeError traceback."""
+    cmd = (f"{sys.executable} -m playground.capacity_plan --model llama3-8b --tokens 1T --gpus 64 --search "
+           f"| head -1")
+    out = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("model") and out.stderr == ""
+
+
+BASE = ["--model", "llama3-8b", "--tokens", "1T"]
+BAD = [
+    (["--params", "-7B", "--tokens", "1T"], "--params must be a positive finite number"),
+    (["--params", "0", "--tokens", "1T"], "--params must be a positive finite number"),
+    (["--params", "seven", "--tokens", "1T"], "not a number"),
+    (["--params", "7B", "--tokens", "nan"], "--tokens must be a positive finite number"),
+    (["--params", "1e400", "--tokens", "1T"], "--params must be a positive finite number"),
+    ([*BASE, "--gpu", "V100x"], "unknown GPU 'V100x'; known: A100-40GB"),
+    ([*BASE, "--gpus", "0"], "--gpus must be a positive finite number"),
+    ([*BASE, "--gpus", "inf"], "--gpus must be a positive finite number"),
+    ([*BASE, "--gpus", "2.5"], "--gpus must be a whole number"),
+    ([*BASE, "--mfu", "1.5"], "--mfu must be in (0, 1]"),
+    ([*BASE, "--mfu", "0.4", "--achieved-tflops", "100"], "not both"),
+    ([*BASE, "--achieved-tflops", "2000", "--gpu", "A100"], "exceeds"),
+    ([*BASE, "--price-per-gpu-hour", "0"], "--price-per-gpu-hour must be a positive"),
+    ([*BASE, "--zero-stage", "4"], "argument --zero-stage: invalid choice"),
+    ([*BASE, "--recompute", "some"], "argument --recompute: invalid choice"),
+    ([*BASE, "--frobnicate"], "unrecognized arguments"),
+    (["--params", "7B", "--compute", "1e23"], "not both"),
+    (["--params", "7B"], "give --tokens"),
+    (["--compute", "inf"], "--compute must be a positive finite number"),
+    ([*BASE, "--active-params", "9B"], "cannot exceed"),
+    ([*BASE, "--global-batch", "512", "--global-batch-tokens", "4M"], "not both"),
+    # models
+    (["--model", "llama9", "--tokens", "1T"], "unknown model 'llama9'; known: gpt3-175b"),
+    (["--hf-config", "/nonexistent/config.json", "--tokens", "1T"], "/nonexistent/config.json"),
+    (["--model", "llama3-8b", "--hf-config", str(CONFIGS / "llama3-8b"), "--tokens", "1T"], "not both"),
+    (["--layers", "32", "--tokens", "1T"], "all of --layers"),
+    (["--layers", "32", "--hidden", "4096", "--heads", "30", "--tokens", "1T", "--gpus", "8", "--tp", "1"],
+     "not divisible by 30 heads"),
+    (["--kv-heads", "8", "--params", "7B", "--tokens", "1T"], "--kv-heads needs the shape"),
+    # layouts
+    ([*BASE, "--gpus", "64", "--tp", "8", "--pp", "2", "--dp", "3"], "8 x 2 x 1 x 3 = 48 is not the 64 GPUs"),
+    ([*BASE, "--gpus", "64", "--tp", "64"], "TP=64 does not divide the 32 attention heads"),
+    ([*BASE, "--gpus", "64", "--tp", "16", "--pp", "4"], "TP=16 does not divide the 8 key/value heads"),
+    ([*BASE, "--gpus", "64", "--pp", "64"], "PP=64 is more than the 32 layers"),
+    ([*BASE, "--gpus", "64", "--cp", "2", "--dp", "3", "--pp", "1", "--tp", "1"], "1 x 1 x 2 x 3 = 6 is not the 64 GPUs"),
+    ([*BASE, "--gpus", "48", "--cp", "3"], "CP=3 does not divide the 8192-token sequence"),
+    (["--model", "mixtral-8x7b", "--tokens", "1T", "--gpus", "64", "--ep", "4", "--dp", "6"],
+     "EP=4 must divide DP x CP = 6"),
+    (["--model", "mixtral-8x7b", "--tokens", "1T", "--gpus", "48", "--ep", "3"], "EP=3 does not divide the 8 experts"),
+    ([*BASE, "--gpus", "64", "--ep", "2"], "EP=2 needs a mixture-of-experts model"),
+    ([*BASE, "--gpus", "64", "--hsdp", "8", "--zero-stage", "1"], "--hsdp"),
+    ([*BASE, "--gpus", "64", "--search", "--tp", "2"], "--search varies the layout"),
+    ([*BASE, "--search"], "--search needs --gpus"),
+    (["--model", "llama3-8b", "--tokens", "1T", "--gpu", "A100", "--gpus", "8", "--dtype", "fp8"],
+     "has no FP8 tensor cores"),
+    ([*BASE, "--gpus", "64", "--nvlink-gbs", "-5"], "--nvlink-gbs must be a positive"),
+    ([*BASE, "--gpus", "64", "--network-gbs", "nan"], "--network-gbs must be a positive"),
+    (["--params", "1e40", "--tokens", "1e40"], "the planner handles at most 10,000"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    assert cp.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured.err
+    assert message in captured.err and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("content,message", [("{not json", "not valid JSON"), ("[1, 2]", "not an object"),
+                                             ('{"model_type": "llama", "hidden_size": 4096}', "lacks")])
+def test_a_broken_config_is_named_in_one_line(tmp_path, content, message, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    assert cp.main(["--hf-config", str(tmp_path), "--tokens", "1T"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_bad_input_from_a_real_process_is_one_line_and_exit_2():
+    out = _cli("--params", "7B", "--tokens", "1T", "--gpu", "TPUv9")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("capacity_plan: error: unknown GPU")
+    out = _cli("--model", "nope", "--gpus", "8", module="step_time")
+    assert out.returncode == 2 and out.stdout == "" and "unknown model 'nope'" in out.stderr
