@@ -19,6 +19,7 @@ The model is a ``Model`` (a preset, a ``config.json``, flags), or one inferred f
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, replace
 
 from playground import hardware
@@ -63,7 +64,7 @@ def infer_architecture(params: float, seq_len: int = DEFAULT_SEQ_LEN, vocab: int
 def _number(name, value, integer=False):
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise PlanError(f"--{name} must be a finite number, got {value!r}")
     if value <= 0:
         raise PlanError(f"--{name} must be positive, got {value!r}")
@@ -107,12 +108,13 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     sequence_parallel flash_attention dropout overlap_grad_reduce first_stage_layers
     last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
     shared_experts``); anything not given takes today's default (``Layout.today``)."""
-    for k, v in (("params", params), ("active-params", active_params), ("tokens", tokens), ("compute", compute),
-                 ("mfu", mfu), ("achieved-tflops", achieved_tflops), ("price-per-gpu-hour", price_per_gpu_hour),
-                 ("max-days", max_days), ("global-batch-tokens", global_batch_tokens)):
-        _number(k, v)
-    for k, v in (("seq-len", seq_len), ("gpus", gpus), ("global-batch", global_batch)):
-        _number(k, v, integer=True)
+    params, active_params, tokens, compute, mfu, achieved_tflops, price_per_gpu_hour, max_days, \
+        global_batch_tokens = (_number(k, v) for k, v in (
+            ("params", params), ("active-params", active_params), ("tokens", tokens), ("compute", compute),
+            ("mfu", mfu), ("achieved-tflops", achieved_tflops), ("price-per-gpu-hour", price_per_gpu_hour),
+            ("max-days", max_days), ("global-batch-tokens", global_batch_tokens)))
+    seq_len, gpus, global_batch = (_number(k, v, integer=True) for k, v in (
+        ("seq-len", seq_len), ("gpus", gpus), ("global-batch", global_batch)))
     if compute is not None and (params is not None or tokens is not None):
         raise PlanError("give either --compute or --params/--tokens, not both")
     if mfu is not None and achieved_tflops is not None:
@@ -193,7 +195,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         gpu_seconds = train_s * gpus
         model_flops = steps * prediction["model_flops_per_step"]
         total_flops = steps * prediction["flops_per_step"]
-        speed = "predicted for the layout (playground.planner.step_time)"
+        speed = "predicted for this layout by the step-time model"
         flops_method = "counted"
     else:
         if shape_source == "inferred" or active_params is not None:

@@ -8,7 +8,7 @@ the experts and DP x CP, ZeRO stage, recomputation and micro-batch size.  A knob
 ``fixed`` is held; the rest are varied.  Recomputation is tried in the order none, selective,
 full and the first that fits is kept (each is slower than the one before, so a later one never
 wins); ZeRO stages 1-3 are all tried when there is data parallelism (ZeRO-0 only without it: with
-the same traffic ZeRO-1 holds less).  Every layout that fits is predicted by the same
+the same traffic ZeRO-1 holds less), stage 2 only without a pipeline (no framework runs it beside one).  Every layout that fits is predicted by the same
 ``step_time.predict`` a single layout gets, so the ranking can never put a layout below one
 predicted slower.  ``explain`` says why each beats the next.
 
@@ -74,7 +74,9 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int, max_tp: int, f
                         for v in pick("vpp", list(vpps)):
                             if v > 1 and (pp <= 2 or m % pp):
                                 continue
-                            stages = (0,) if dp * cp == 1 else (1, 2, 3)
+                            # ZeRO-2 beside a pipeline is nothing a framework runs (DeepSpeed refuses it,
+                            # Megatron has no stage 2); FSDP (3) with PP is torchtitan's
+                            stages = (0,) if dp * cp == 1 else (1, 3) if pp > 1 else (1, 2, 3)
                             for z in pick("zero_stage", list(stages)):
                                 knobs = {k: fixed[k] for k in fixed if k not in LAYOUT_KNOBS}
                                 lay = Layout.today(tp, pp, dp, micro_batch=b, global_batch=global_batch, vpp=v,
@@ -215,7 +217,7 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
     for factor in (2, 4, 8):
         more = replace(layout, dp=layout.dp * factor)
         if layout.zero_stage >= 1 and more.global_batch % (more.dp * more.micro_batch) == 0:
-            tries.append((f"--gpus {gpus * factor} (DP {more.dp}, more ZeRO shards)", more))
+            tries.append((f"--gpus {gpus * factor} (DP {more.dp})", more))
     out, seen = [], set()
     for change, lay in tries:
         key = change.split()[0]

@@ -63,7 +63,7 @@ SOURCES = (("Narayanan Table 1: GPT 1.7B-1T, A100", lambda r: r in NARAYANAN_TAB
            ("Narayanan Table 2: PTD-P 175B/530B, A100", lambda r: r in NARAYANAN_TABLE2),
            ("Korthikanti Table 5: 22B-1T, A100", lambda r: r.cite == "korthikanti2022reducing"),
            ("Llama 3 405B, H100 (Dubey Table 4)", lambda r: r.cite == "dubey2024llama3"),
-           ("BLOOM 176B, A100 (BigScience tr11)", lambda r: r.cite == "bigscience2022tr11"),
+           ("BLOOM 176B, A100 (BigScience tr11; outlier)", lambda r: r.cite == "bigscience2022tr11"),
            ("MT-NLG 530B, A100 (outlier)", lambda r: r.cite == "smith2022mtnlg"))
 
 

@@ -104,7 +104,8 @@ def test_a_plan_that_does_not_fit_names_the_smallest_changes_that_would():
 def test_a_search_that_finds_nothing_says_so_and_what_would_fit():
     p = cp.plan(model="llama3-405b", tokens=1e12, gpus=8, gpu="A100-40GB")
     assert not p["memory"]["fits"] and p["search"]["fit"] == 0
-    assert any("more GPUs" in w or "--gpus" in w or "add GPUs" in w for w in p["warnings"])
+    assert any("the fewest GPUs that fit are 256" in w for w in p["warnings"])
+    assert p["fit_advice"][0]["change"].startswith("--gpus 256")
 
 
 def test_uneven_pipeline_placement_is_in_the_report():
