@@ -32,7 +32,7 @@ RUNS = {
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs"},
-    {"architecture"},
+    {"architecture", "goodput"},
     {"layout", "hf_config", "presets"},
     {"memory", "measure"},
     {"costs"},

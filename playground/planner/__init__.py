@@ -7,8 +7,8 @@ the least model parallelism that fits, what would make a layout fit) -> ``step_t
 one step of a layout) -> ``costs`` (each cost term) -> ``memory`` (the one memory model: bytes per
 GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks, pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
-``config.json`` by ``hf_config`` or named by ``presets``; ``flops`` and ``playground.hardware`` at the
-bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
+``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``goodput`` (failures,
+checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
 (Chinchilla); the published runs and layouts the planner is validated against
 (``published_runs``, ``published_layouts``), replayed by ``replay``; ``measure`` (the formulas
 against PyTorch's own counters); and ``capacity_explorer`` (the interactive explorer).
@@ -23,6 +23,8 @@ from playground.planner.cli import main, report
 from playground.planner.costs import allreduce_time, flops_per_step, tensor_parallel_link
 from playground.planner.errors import PlanError
 from playground.planner.flops import flops_per_token, megatron_flops_per_iteration
+from playground.planner.goodput import (daly_interval, expected_goodput, plan_goodput, simulate_goodput,
+                                        young_interval)
 from playground.planner.hf_config import model_from_hf_dict, read_hf_config
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout, stage_layers
 from playground.planner.layout_search import candidate_layouts, fit_advice, minimal_model_parallelism, search
@@ -43,5 +45,6 @@ __all__ = ["plan", "report", "main", "PlanError", "infer_architecture", "DEFAULT
            "allreduce_time", "tensor_parallel_link", "predict",
            "search", "candidate_layouts", "minimal_model_parallelism", "fit_advice", "layout_search",
            "read_hf_config", "model_from_hf_dict", "preset", "preset_names", "PRESETS",
+           "young_interval", "daly_interval", "expected_goodput", "simulate_goodput", "plan_goodput",
            "published_runs", "published_layouts", "replay", "measure_training_flops",
            "measure_layer_activation_bytes", "explorer"]

@@ -140,6 +140,14 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "recomputation included (default: predicted)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
     s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
+    f = p.add_argument_group("failures (optional: expected interruptions, checkpoint interval, goodput)")
+    f.add_argument("--gpu-mtbf-hours", metavar="HOURS", help="mean time between failures of ONE GPU with its "
+                   "share of host, network and software; the job's is this / GPUs (default: none; Llama 3 405B's "
+                   "run implies about 51,000)")
+    f.add_argument("--checkpoint-gbs", metavar="GB/s", help="write bandwidth the checkpoint storage sustains "
+                   "for the whole job (default: 1 GB/s per GPU, at most 2,000: Llama 3's storage)")
+    f.add_argument("--restart-minutes", metavar="MIN", help="time from a failure to training again "
+                   "(default: 10)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report "
                    "(default: the text report; the same numbers)")
     return p

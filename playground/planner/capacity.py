@@ -26,6 +26,7 @@ from playground import hardware
 from playground.planner.architecture import Model
 from playground.planner.costs import flops_per_step
 from playground.planner.errors import PlanError
+from playground.planner.goodput import plan_goodput
 from playground.planner.layout import Cluster, Layout, check_layout
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu
@@ -101,13 +102,17 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
          layers=None, hidden=None, heads=None, vocab=None, seq_len=None, global_batch=None,
          global_batch_tokens=None, gpu="H100", gpus=None, mfu=None, achieved_tflops=None,
          price_per_gpu_hour=None, max_days=365, search_top=5, cluster: Cluster | None = None,
-         model_source: str | None = None, **knobs) -> dict:
+         model_source: str | None = None, gpu_mtbf_hours=None, checkpoint_gbs=None, restart_minutes=None,
+         **knobs) -> dict:
     """The capacity plan of one training run, as a JSON-ready dict (see the module docstring).
 
     ``knobs``: the layout (``tp pp vpp cp ep dp micro_batch zero_stage shard_group recompute dtype
     sequence_parallel flash_attention dropout overlap_grad_reduce first_stage_layers
     last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
-    shared_experts``); anything not given takes today's default (``Layout.today``)."""
+    shared_experts``); anything not given takes today's default (``Layout.today``).  With
+    ``gpu_mtbf_hours`` the plan adds its failure budget (``goodput.plan_goodput``): checkpoints of
+    14 bytes per parameter (bf16 weights, fp32 master and Adam moments) written at the storage's
+    aggregate ``checkpoint_gbs`` GB/s, restarts of ``restart_minutes``."""
     params, active_params, tokens, compute, mfu, achieved_tflops, price_per_gpu_hour, max_days, \
         global_batch_tokens = (_number(k, v) for k, v in (
             ("params", params), ("active-params", active_params), ("tokens", tokens), ("compute", compute),
@@ -276,4 +281,15 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         out["placement_note"] = prediction["placement_note"]
     if searched is not None:
         out["search"] = {k: v for k, v in searched.items() if k != "best"}
+    if gpu_mtbf_hours is not None:
+        if train_s is None:
+            raise PlanError("--gpu-mtbf-hours needs --gpus: a job's failure rate grows with its GPUs")
+        if checkpoint_gbs is None:
+            notes.append("checkpoint write bandwidth not given: 1 GB/s per GPU, at most 2 TB/s, assumed "
+                         "(--checkpoint-gbs)")
+        restart = 600.0 if restart_minutes is None else 0.0 if restart_minutes == 0 else \
+            _number("restart-minutes", restart_minutes) * 60
+        bandwidth = None if checkpoint_gbs is None else _number("checkpoint-gbs", checkpoint_gbs) * 1e9
+        out["goodput"] = plan_goodput(train_s, gpus, _number("gpu-mtbf-hours", gpu_mtbf_hours), 14 * N,
+                                      bandwidth, restart)
     return out

@@ -43,7 +43,9 @@ def plan_from_args(opts) -> dict:
                 global_batch_tokens=n("global-batch-tokens"), gpu=opts.gpu, gpus=whole(opts, "gpus"),
                 mfu=n("mfu"), achieved_tflops=n("achieved-tflops"), price_per_gpu_hour=n("price-per-gpu-hour"),
                 max_days=n("max-days") or 365, search_top=top or 5, cluster=cluster_from_args(opts),
-                model_source=_model_source(opts), **knobs)
+                model_source=_model_source(opts), gpu_mtbf_hours=n("gpu-mtbf-hours"),
+                checkpoint_gbs=n("checkpoint-gbs"), restart_minutes=number(opts, "restart-minutes", positive=False),
+                **knobs)
 
 
 def _model_source(opts) -> str | None:
@@ -98,6 +100,12 @@ def report(p: dict, ranked: bool = False) -> str:
         step = p["step_time_s"]
         parts = sorted(p["time_breakdown"].items(), key=lambda kv: -kv[1])
         lines.append("step parts " + ", ".join(f"{k} {100 * v / step:.1f}%" for k, v in parts if v > 0))
+    if p.get("goodput"):
+        g = p["goodput"]
+        lines.append(f"failures   job MTBF {g['job_mtbf_s'] / 3600:.3g} h ({g['gpu_mtbf_hours']:,.0f} h per GPU / "
+                     f"{p['gpus']:,}): {g['expected_interruptions']:,.0f} interruptions expected; checkpoint "
+                     f"{g['checkpoint_s']:.3g} s every {g['interval_s'] / 60:.3g} min (Daly); goodput "
+                     f"{g['goodput']:.3f} -> {g['effective_days']:.1f} days")
     for advice in p["fit_advice"]:
         lines.append(f"would fit  {advice['change']}: {_gib(advice['memory_bytes'])}")
     if p.get("search"):
