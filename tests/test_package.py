@@ -22,11 +22,11 @@ PACKAGE = ROOT / "playground"
 
 # In each part, the modules that run and check the algorithms (an algorithm never imports them).
 RUNS = {
-    "data_parallel": {"ddp_check", "allreduce_lab"},
+    "data_parallel": {"ddp_check", "allreduce_lab", "accumulation_check"},
     "pipeline_parallel": {"report"},
-    "zero": {"runs"},
+    "zero": {"runs", "zero3_runs"},
     "systems_map": {"tp_measure", "ring_attention_runs", "expert_parallel_runs", "compose", "compose_torch",
-                    "key_bias", "placement"},
+                    "key_bias", "placement", "cp_runs", "dropless_runs"},
     "planner": {"measure", "replay", "capacity_explorer", "args", "cli", "step_time_cli"},
 }
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.

@@ -3,12 +3,16 @@
 The collectives: ``ring`` (reduce-scatter, all-gather and all-reduce around a ring, on any process
 group) and ``allreduce_baselines`` (parameter server, sharded parameter server, tree).  Their model:
 ``cost_model`` (alpha-beta, fitted from a ping-pong).  Built on them: ``ddp`` (per-gradient and
-bucketed DDP).  The runs that check them: ``ddp_check`` (equal to PyTorch's DDP, overlap timed) and
-``allreduce_lab`` (bytes counted and times measured for every all-reduce).
+bucketed DDP, with ``no_sync`` for gradient accumulation).  The runs that check them: ``ddp_check``
+(equal to PyTorch's DDP, overlap timed), ``accumulation_check`` (accumulated steps equal to the
+large-batch step and to PyTorch's ``no_sync``, bytes per step counted) and ``allreduce_lab`` (bytes
+counted and times measured for every all-reduce).
 May import: the shared basics only.
 """
 
-from playground.data_parallel import allreduce_lab, cost_model, ddp_check
+from playground.data_parallel import accumulation_check, allreduce_lab, cost_model, ddp_check
+from playground.data_parallel.accumulation_check import (ACCUMULATION_DESIGNS, accumulate_and_compare,
+                                                         accumulation_bytes_per_step, check_accumulation)
 from playground.data_parallel.allreduce_baselines import (parameter_server_all_reduce, sent_bytes,
                                                           sharded_parameter_server_all_reduce, tree_all_reduce)
 from playground.data_parallel.allreduce_lab import (MB, busbw_gb_s, cost_explorer, count_bytes, ring_step_s,
@@ -23,4 +27,5 @@ __all__ = ["ring_all_reduce", "ring_reduce_scatter", "ring_all_gather", "ring_by
            "cost_model", "BucketedDDP", "allreduce_gradients", "plan_buckets",
            "ddp_check", "DDP_CONFIG", "DESIGNS", "train_and_compare", "time_steps", "overlap_summary",
            "allreduce_lab", "MB", "count_bytes", "time_all_reduces", "busbw_gb_s", "ring_step_s", "usable_cores",
-           "cost_explorer"]
+           "cost_explorer", "accumulation_check", "ACCUMULATION_DESIGNS", "accumulate_and_compare",
+           "accumulation_bytes_per_step", "check_accumulation"]

@@ -12,12 +12,15 @@ the full-batch gradient: data parallelism changes where the work runs, not what 
    when a bucket is full its all-reduce starts asynchronously, while backward goes on computing
    the next layers' gradients.  ``finish()`` waits for the last buckets and writes the averaged
    gradients back.  It records when each event really happened (``events``), so the overlap can
-   be drawn.
+   be drawn.  ``no_sync()`` (as in torch's DDP) turns the hooks off for gradient accumulation:
+   the backward passes inside it only add into ``p.grad`` locally, and the first backward after
+   it reduces the accumulated sum, one reduction per optimizer step instead of one per micro-batch.
 """
 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -61,8 +64,8 @@ class Bucket:
     params: list
     offsets: list
     flat: torch.Tensor
-    ready: int = 0
-    work: object = None
+    ready: int = 0  # gradients copied in since the last launch
+    work: object = None  # the last launched reduction this step (None: none yet)
 
 
 def plan_buckets(params: list, bucket_bytes: int) -> list[list]:
@@ -87,6 +90,16 @@ def plan_buckets(params: list, bucket_bytes: int) -> list[list]:
     return buckets
 
 
+class _Done:
+    """The handle of a reduction that already completed (a synchronous all-reduce)."""
+
+    def wait(self) -> None:
+        pass
+
+
+_DONE = _Done()
+
+
 @dataclass
 class _Clock:
     start: float = field(default_factory=time.perf_counter)
@@ -99,17 +112,25 @@ class BucketedDDP:
     """Bucketed gradient averaging launched from autograd hooks, overlapping backward.
 
     Usage per step: ``ddp.start_step()``; ``loss.backward()``; ``ddp.finish()``;
-    ``optimizer.step()``.  ``events`` lists ``(kind, bucket or parameter index, seconds since
-    start_step)`` for this step, where kind is ``grad_ready``, ``launch``, ``done`` (stamped by
-    the communication thread when the all-reduce completed), ``backward_end``, ``finished``, or
-    one the caller recorded with ``mark``.
+    ``optimizer.step()``.  To accumulate k micro-batches, run the first k-1 backward passes
+    inside ``with ddp.no_sync():`` and the last one outside it.  Without ``no_sync`` every
+    backward reduces what ``p.grad`` holds so far (the result is the same, the bytes k times more).
+    ``all_reduce=None`` launches ``dist.all_reduce`` asynchronously (overlapping backward); any
+    in-place SUM such as the ring of ``playground.data_parallel.ring`` runs synchronously inside
+    the hook instead, so that the byte counter sees every byte it sends.
+
+    ``events`` lists ``(kind, bucket or parameter index, seconds since start_step)`` for this
+    step, where kind is ``grad_ready``, ``launch``, ``done`` (stamped by the communication thread
+    when the all-reduce completed), ``backward_end``, ``finished``, or one the caller recorded
+    with ``mark``.
     """
 
-    def __init__(self, model: nn.Module, bucket_bytes: int = 2 ** 20, group=None):
+    def __init__(self, model: nn.Module, bucket_bytes: int = 2 ** 20, group=None, all_reduce=None):
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
             raise ValueError("BucketedDDP needs a model with at least one trainable parameter")
-        self.model, self.group = model, group
+        self.model, self.group, self.all_reduce = model, group, all_reduce
+        self.synchronising = True  # False inside no_sync(): backward only accumulates locally
         self.world_size = dist.get_world_size(group)
         # backward produces gradients roughly in reverse order of definition: bucket that way
         self.buckets = []
@@ -140,23 +161,42 @@ class BucketedDDP:
         for b in self.buckets:
             b.ready, b.work = 0, None
 
+    @contextmanager
+    def no_sync(self):
+        """Backward passes inside the block accumulate into ``p.grad`` without communicating."""
+        previous, self.synchronising = self.synchronising, False
+        try:
+            yield
+        finally:
+            self.synchronising = previous
+
     def mark(self, kind: str) -> None:
         """Record an event of the caller's (e.g. ``backward_start``) on this step's clock."""
         self.events.append((kind, -1, self._clock.now()))
 
     def _grad_ready(self, p: torch.Tensor) -> None:
+        if not self.synchronising:  # accumulation: autograd has added into p.grad; nothing to send
+            return
         bucket, k = self._where[p]
+        if bucket.ready == 0 and bucket.work is not None:
+            bucket.work.wait()  # an earlier backward's reduction still reads the flat buffer
         self.events.append(("grad_ready", self._index[p], self._clock.now()))
         off = bucket.offsets[k]
         # view_as, not p.grad.view(-1): a gradient may be non-contiguous (a transposed weight)
         bucket.flat[off:off + p.numel()].view_as(p.grad).copy_(p.grad)
         bucket.ready += 1
         if bucket.ready == len(bucket.params):
+            bucket.ready = 0
             self._launch(bucket)
 
     def _launch(self, bucket: Bucket) -> None:
         bucket.flat.div_(self.world_size)  # average = sum of (gradient / n)
         self.events.append(("launch", bucket.index, self._clock.now()))
+        if self.all_reduce is not None:  # a synchronous all-reduce: done when it returns
+            self.all_reduce(bucket.flat, group=self.group)
+            bucket.work = _DONE
+            self.events.append(("done", bucket.index, self._clock.now()))
+            return
         bucket.work = dist.all_reduce(bucket.flat, group=self.group, async_op=True)
         clock, events, index = self._clock, self.events, bucket.index
 
@@ -167,8 +207,11 @@ class BucketedDDP:
 
     def finish(self) -> None:
         """Wait for every bucket's all-reduce and put the averaged gradients in ``p.grad``."""
+        if not self.synchronising:
+            raise RuntimeError("finish() inside no_sync(): run the last micro-batch's backward "
+                               "outside the block, then call finish()")
         self.events.append(("backward_end", -1, self._clock.now()))
-        missing = [b.index for b in self.buckets if b.ready != len(b.params)]
+        missing = [b.index for b in self.buckets if b.ready or b.work is None]
         if missing:
             raise RuntimeError(
                 f"buckets {missing} never filled: some parameters got no gradient this step "

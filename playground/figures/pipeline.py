@@ -39,23 +39,47 @@ def _median_run(records, schedule):
 
 
 def _title(rec) -> str:
-    from playground.pipeline_parallel.schedules import predicted_bubble
+    from playground.pipeline_parallel.report import formula_bubble
     s = rec["spec"]
     chunks = f", V={s.chunks}" if s.chunks > 1 else ""
+    formula = formula_bubble(s.schedule, s.stages, s.micro_batches, s.chunks, s.device_time_s)
     return (f"{s.schedule}: K={s.stages}, M={s.micro_batches}{chunks}, measured bubble "
-            f"{rec['bubble']:.2f} (formula {predicted_bubble(s.stages, s.micro_batches, s.chunks):.2f})")
+            f"{rec['bubble']:.2f} (formula {formula:.2f})")
+
+
+def _two_gantts(runs, xlabel: str, rank_ticks: bool = True):
+    """Two measured timelines, one above the other, on a shared time axis."""
+    fig, axes = new_figure(nrows=2, width=7.5, height=4.4, sharex=True)
+    for ax, rec in zip(axes, runs):
+        draw_gantt(ax, [st["events"] for st in rec["stages"]], scale=1e3)
+        ax.set_title(_title(rec), fontsize=10)
+        if rank_ticks:
+            ax.set_yticks(range(4), [f"rank {k}" for k in range(4)])
+    axes[-1].set_xlabel(xlabel)
+    return fig
+
+
+@lru_cache(maxsize=1)
+def _zero_bubble_runs():
+    """One launch: 1F1B and ZB-H1 on 4 ranks, M = 4, the same emulated device time, 3 repeats."""
+    from playground.pipeline_parallel.engine import PipeSpec, run_pipeline
+    return run_pipeline([PipeSpec(s, stages=K_GANTT, micro_batches=M_GANTT, batch_size=8, step=r)
+                         for r in range(3) for s in ("1f1b", "zb")], world_size=4)
+
+
+@figure("pipeline_zero_bubble.png")
+def zero_bubble_gantt():
+    """Measured timelines of 1F1B and ZB-H1 on 4 ranks, M = 4 (emulated device time)."""
+    return _two_gantts([_median_run(_zero_bubble_runs(), s) for s in ("1f1b", "zb")],
+                       "emulated device time since the common start (ms); blue = F, orange = B "
+                       "(1F1B: B and W), green = W", rank_ticks=False)
 
 
 @figure("pipeline_interleaved.png")
 def interleaved_gantt():
     """Measured timelines of 1F1B and interleaved 1F1B (V = 2) on 4 ranks, M = 4."""
-    runs = [_median_run(_gantt_runs(), s) for s in ("1f1b", "interleaved")]
-    fig, axes = new_figure(nrows=2, width=7.5, height=4.4, sharex=True)
-    for ax, rec in zip(axes, runs):
-        draw_gantt(ax, [st["events"] for st in rec["stages"]], scale=1e3)
-        ax.set_title(_title(rec), fontsize=10)
-        ax.set_yticks(range(4), [f"rank {k}" for k in range(4)])
-    axes[-1].set_xlabel("time since the common start (ms); blue = forward, orange = backward")
+    fig = _two_gantts([_median_run(_gantt_runs(), s) for s in ("1f1b", "interleaved")],
+                      "time since the common start (ms); blue = forward, orange = backward")
     return fig
 
 

@@ -1,5 +1,6 @@
 """Figures of the ZeRO chapter: memory per rank vs N_d (formula and measured), the paper's
-Table 1 regenerated, and bytes moved per step per stage (measured)."""
+Table 1 regenerated, bytes moved per step per stage (measured), and the timeline of ZeRO-3
+with and without prefetching (real timestamps, emulated compute)."""
 
 from __future__ import annotations
 
@@ -98,4 +99,44 @@ def bytes_moved():
     ax.set_ylabel("bytes sent per rank per step (kB)")
     ax.set_title("Stage 3 pays 1.5× the traffic of stages 0-2")
     ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+@figure("zero_prefetch_timeline.png")
+def prefetch_timeline():
+    """Rank 0's and rank 1's step, real timestamps: ZeRO-3's gathers without and with prefetch;
+    compute padded to 10 ms per unit (emulated device time)."""
+    from matplotlib.patches import Patch
+
+    from playground.zero.zero3_runs import EMULATED_COMPUTE_S, exposed_ratio, prefetch_demo, timeline_rows
+    runs = prefetch_demo()
+    assert exposed_ratio(runs) < 0.5, "prefetching did not hide the gathers: refuse to draw"
+    colors = {("forward", "gather"): COLORS[0], ("backward", "gather"): COLORS[0],
+              ("forward", "compute"): COLORS[2], ("backward", "compute"): COLORS[3],
+              ("backward", "reduce"): COLORS[1]}
+    fig, axes = new_figure(nrows=2, width=9.0, height=5.0, sharex=True)
+    for ax, prefetch in zip(axes, (False, True)):
+        ticks = []
+        for rank, result in enumerate(runs):
+            result = result["prefetch", prefetch]
+            for phase, unit, kind, start, end in timeline_rows(result):
+                lane = 2 * rank + (0 if kind == "compute" else 1)
+                ax.barh(lane, end - start, left=start, height=0.7, color=colors[phase, kind],
+                        edgecolor="white", linewidth=0.5)
+                if kind == "compute":
+                    ax.text((start + end) / 2, lane, str(unit), ha="center", va="center",
+                            fontsize=7, color="white")
+            ticks += [(2 * rank, f"rank {rank} compute"), (2 * rank + 1, f"rank {rank} comm")]
+            ax.text(1.0, 2 * rank, f" waited {1e3 * result['exposed_s']:.0f} ms\n for gathers",
+                    transform=ax.get_yaxis_transform(), fontsize=7, va="center")
+        ax.set_yticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
+        ax.set_title("ZeRO-3, " + ("prefetching one unit ahead" if prefetch else
+                                   "gathering just in time"), fontsize=10)
+        ax.grid(axis="y", visible=False)
+    handles = [Patch(color=COLORS[0], label="all-gather of a unit (real, gloo)"),
+               Patch(color=COLORS[1], label="gradient reduce-scatter (real, ring)"),
+               Patch(color=COLORS[2], label=f"forward compute (emulated, ≥ {EMULATED_COMPUTE_S * 1e3:.0f} ms)"),
+               Patch(color=COLORS[3], label="backward compute (emulated)")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
+    axes[1].set_xlabel("time since the step started (ms); numbers: unit; compute is emulated device time")
     return fig

@@ -2,26 +2,21 @@
 
 Stage k holds ``model.layers[bounds[k]:bounds[k+1]]`` (``schedules.stage_bounds``); with
 the interleaved schedule the chain is cut into K·V pieces and rank k holds pieces k, k+K, ...
-A training step runs the stage's action list (naive, GPipe, 1F1B, interleaved) for real: forwards receive
-the previous stage's activation, backwards receive the next stage's activation-gradient
-(``stage_link``), gradients of the M micro-batches accumulate, and one optimizer step ends it.
+A training step runs the stage's action list (naive, GPipe, 1F1B, interleaved, zero-bubble) for real:
+forwards receive the previous stage's activation, backwards receive the next stage's
+activation-gradient (``stage_link``; zero-bubble: B sends it on, W comes later, ``split_backward``),
+gradients of the M micro-batches accumulate, and one optimizer step ends it.
 The result is the same step as single-process training on the whole batch (checked in the tests).
 
-Every forward and backward is timestamped with ``time.perf_counter`` on its rank, relative to the
-moment the rank left a barrier all ranks join.  They do not leave it at exactly the same instant (up
-to ~10 ms apart on a loaded 2-core CPU, against emulated actions of tenths of a second), so compare
-timelines across ranks to that precision.  On a CPU with more ranks than cores,
-compute time measures the operating system's scheduler, not the schedule.  So, optionally, each
-action is *padded* to a fixed emulated device time: the arithmetic is real, then the rank sleeps
-until the action has lasted what a device would take.  ``device_time_s="auto"`` emulates on the
-CPU and not on GPUs, where measured time is already device time.
+Every action is timestamped on its rank and, optionally, padded to an emulated device time
+(``device_clock``): the arithmetic is real, then the rank sleeps until the action has lasted what a
+device would take.  ``device_time_s="auto"`` emulates on the CPU and not on GPUs.
 
 Run it: ``python -m playground.pipeline_parallel.engine --nproc 4`` (GPipe, 4 stages, 8 micro-batches).
 """
 
 from __future__ import annotations
 
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -36,17 +31,14 @@ from playground.launch_cli import cli
 from playground.memory import SavedActivations, storage_bytes
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
 from playground.pipeline_parallel.stage_link import StageLink, boundary_shapes
+from playground.pipeline_parallel.device_clock import DEFAULT_DEVICE_TIME_S, DeviceClock
 from playground.pipeline_parallel.schedules import (action_chunk, check_schedule_args, measured_bubble,
-                                           schedule_actions, stage_bounds)
-from playground.pipeline_parallel.torch_schedules import make_groups, run_torch_schedule
+                                                    schedule_actions, stage_bounds)
+from playground.pipeline_parallel.split_backward import backward_input, backward_weight, record_taps
+from playground.pipeline_parallel.torch_schedules import (TORCH_ONLY, make_groups, run_torch_schedule,
+                                                          torch_pieces)
 
 __all__ = ["PipeSpec", "DEFAULT_DEVICE_TIME_S", "pipeline_worker", "run_pipeline", "stage_of"]
-
-# emulated device time of ONE stage on the WHOLE mini-batch: (forward, backward) seconds.
-# A micro-batch of b of the B examples takes the share b/B; backward = 2 x forward, as for a
-# transformer whose backward computes gradients of both inputs and weights.
-DEFAULT_DEVICE_TIME_S = (0.1, 0.2)
-
 
 @dataclass(frozen=True)
 class PipeSpec:
@@ -69,7 +61,13 @@ class PipeSpec:
     dtype: torch.dtype = torch.float32
 
     def __post_init__(self):
-        check_schedule_args(self.schedule, self.stages, self.micro_batches, self.chunks)
+        if self.schedule in TORCH_ONLY:
+            if self.engine != "torch" or self.chunks != 2 or self.stages < 2:
+                raise ValueError(f"{self.schedule!r} is PyTorch's ScheduleZBVZeroBubble: it needs "
+                                 f"engine='torch', chunks=2 and stages >= 2, got engine="
+                                 f"{self.engine!r}, chunks={self.chunks}, stages={self.stages}")
+        else:
+            check_schedule_args(self.schedule, self.stages, self.micro_batches, self.chunks)
         stage_bounds(self.cfg.n_layers, self.stages * self.chunks)
         if self.batch_size < 1 or self.batch_size % self.micro_batches:
             raise ValueError(f"batch_size={self.batch_size} does not split into "
@@ -78,7 +76,11 @@ class PipeSpec:
             raise ValueError(f"engine must be 'playground' or 'torch', got {self.engine!r}")
         if self.engine == "torch" and (self.recompute or self.schedule == "naive"):
             raise ValueError("engine='torch' runs torch.distributed.pipelining's ScheduleGPipe, "
-                             "Schedule1F1B or ScheduleInterleaved1F1B, without recomputation")
+                             "Schedule1F1B, ScheduleInterleaved1F1B or a zero-bubble schedule, "
+                             "without recomputation")
+        if self.schedule == "zb" and self.recompute:
+            raise ValueError("the zero-bubble schedule keeps each micro-batch's graph from B to W; "
+                             "it does not combine with recompute=True here")
         if self.engine == "torch" and self.schedule == "1f1b" and self.micro_batches < self.stages:
             raise ValueError(f"torch's Schedule1F1B needs micro_batches >= stages, got "
                              f"M={self.micro_batches} < K={self.stages} (this package's 1f1b has "
@@ -105,39 +107,6 @@ def _stage_state(model, bounds, pieces, what: str) -> dict:
     return out
 
 
-class _Clock:
-    """Real timestamps on this rank, plus padding of each action to an emulated device time."""
-
-    def __init__(self, dev: torch.device, device_time_s, batch_size: int):
-        if device_time_s == "auto":
-            device_time_s = DEFAULT_DEVICE_TIME_S if dev.type == "cpu" else None
-        self.per_example = None if device_time_s is None else tuple(t / batch_size for t in device_time_s)
-        self.dev, self.overruns, self.t0 = dev, 0, 0.0
-
-    def start(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def now(self) -> float:
-        if self.dev.type == "cuda":
-            torch.cuda.synchronize(self.dev)  # the event ends when the device is done
-        return time.perf_counter() - self.t0
-
-    def pad(self, started: float, op: str, examples: int, recompute: bool, share: float = 1.0) -> float:
-        """Sleep until the action has lasted its emulated device time; return its end.
-
-        ``share``: the part of the stage the action runs (1/V for one of V chunks)."""
-        end = self.now()
-        if self.per_example is None:
-            return end
-        f, b = self.per_example
-        due = started + share * examples * (f if op == "F" else b + (f if recompute else 0.0))
-        if end > due:
-            self.overruns += 1  # real compute took longer than the emulated device time
-            return end
-        time.sleep(due - end)
-        return self.now()
-
-
 def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
     """Rank k's part of one step with this package's own schedule.
 
@@ -159,9 +128,10 @@ def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
                        in_shape=shapes[c][0], in_dtype=shapes[c][1],
                        out_shape=shapes[c + 1][0], out_dtype=shapes[c + 1][1], device=dev)
              for c in pieces]
-    clock = _Clock(dev, spec.device_time_s, spec.batch_size)
-    flops = {"F": 0, "B": 0}
-    events, saved, kept, stash = [], [], {}, {}
+    split = spec.schedule == "zb"               # B: input gradient only; W: weights, later
+    clock = DeviceClock(dev, spec.device_time_s, spec.batch_size, split)
+    flops = {"F": 0, "B": 0, "W": 0}
+    events, saved, kept, stash, waiting, for_w = [], [], {}, {}, {}, []
     live = peak = 0
     loss_total = torch.zeros((), device=dev)
 
@@ -182,21 +152,22 @@ def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
                     x.requires_grad_()
                 started = clock.now()
                 held = SavedActivations(exclude=params)  # its __enter__ returns None
-                with counter, held, torch.no_grad() if spec.recompute else nullcontext():
+                with (counter, held, torch.no_grad() if spec.recompute else nullcontext(),
+                      record_taps(chunk[v]) if split else nullcontext() as taps):
                     y = forward(x, m, v)
                 ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
                 if is_last:
                     loss_total += y.detach()
                 else:
                     link.send_activation(y)
-                stash[m, v] = (x, None if spec.recompute else y)
+                stash[m, v] = (x, None if spec.recompute else y, taps)
                 saved.append(held.bytes)
                 kept[m, v] = storage_bytes([x]) if spec.recompute else held.bytes
                 live += kept[m, v]
                 peak = max(peak, live)
-            else:
+            elif op == "B":
                 g = None if is_last else link.recv_grad()
-                x, y = stash.pop((m, v))
+                x, y, taps = stash.pop((m, v))
                 started = clock.now()
                 with counter:
                     if spec.recompute:
@@ -205,18 +176,35 @@ def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
                         with held:
                             y = forward(x, m, v)
                         peak = max(peak, live + held.bytes)  # one micro-batch, materialised again
-                    torch.autograd.backward(y, g)
+                    if split:  # keeps the graph and the gradients at its taps for W
+                        gx, tap_grads = backward_input(y, g, None if is_first else x, taps)
+                        waiting[m, v] = (taps, tap_grads, storage_bytes(tap_grads))
+                    else:
+                        torch.autograd.backward(y, g)
+                        gx = x.grad
                 ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
                 if not is_first:
-                    link.send_grad(x.grad)
-                live -= kept[m, v]
+                    link.send_grad(gx)
+                if split:  # activations stay until W, with the gradients W starts from
+                    for_w.append(waiting[m, v][2])
+                    live += for_w[-1]
+                    peak = max(peak, live)
+                else:
+                    live -= kept[m, v]
+            else:  # "W": the weight gradients of micro-batch m, whose B ran earlier
+                taps, tap_grads, nbytes = waiting.pop((m, v))
+                started = clock.now()
+                with counter:
+                    backward_weight(taps, tap_grads)
+                ended = clock.pad(started, op, inputs[m].shape[0], False, 1 / V)
+                live -= kept[m, v] + nbytes
             if spec.count_flops:
                 flops[op] += counter.get_total_flops()
             events.append((op, m, started, ended) + tuple(action[2:]))
         for link in links:
             link.drain()
     torch.optim.SGD(params, lr=spec.lr).step()  # grads were None before the step, as in train_step
-    return {"events": events, "saved_bytes": saved, "kept_bytes": list(kept.values()),
+    return {"events": events, "saved_bytes": saved, "kept_bytes": list(kept.values()), "w_input_bytes": for_w,
             "peak_bytes": peak, "overruns": clock.overruns, "emulated": clock.per_example is not None,
             "flops": flops, "traffic": moved.summary(),
             "loss": loss_total.item() if last in pieces else None}
@@ -240,7 +228,7 @@ def pipeline_worker(rank: int, world_size: int, specs: list[PipeSpec]) -> list[d
         model = build_model(spec.cfg, spec.seed, dtype=spec.dtype, device=dev)
         batch = tuple(t.to(dev) for t in synthetic_batch(spec.cfg, spec.batch_size, spec.step, spec.seed))
         bounds = stage_bounds(spec.cfg.n_layers, spec.stages * spec.chunks)
-        pieces = [v * spec.stages + rank for v in range(spec.chunks)]
+        pieces = torch_pieces(spec.schedule, spec.stages, spec.chunks, rank)
         if spec.engine == "torch":
             out = run_torch_schedule(spec, rank, [stage_of(model, bounds, c) for c in pieces],
                                      batch, dev)

@@ -13,12 +13,13 @@ import torch
 
 from playground.model import ModelConfig, build_model, synthetic_batch, train_step
 from playground.pipeline_parallel.engine import DEFAULT_DEVICE_TIME_S, PipeSpec
-from playground.pipeline_parallel.schedules import (max_in_flight, measured_bubble, predicted_bubble,
-                                           schedule_actions, simulate)
+from playground.pipeline_parallel.schedules import (WEIGHT_SHARE, max_in_flight, measured_bubble,
+                                                    predicted_bubble, predicted_zb_bubble, schedule_actions,
+                                                    simulate)
 
 __all__ = ["reference_step", "timing_specs", "bubble_rows", "check_equal", "memory_rows",
            "print_bubble_table", "print_memory_table", "print_interleaved_comparison",
-           "bubble_explorer"]
+           "print_zero_bubble_memory", "formula_bubble", "bubble_explorer"]
 
 
 def reference_step(spec: PipeSpec) -> dict:
@@ -52,8 +53,17 @@ def timing_specs(stages=(2, 4), micro_batches=(1, 2, 4, 8), schedules=("gpipe",)
             for r in range(repeats) for K in stages for M in micro_batches for s in schedules]
 
 
+def formula_bubble(schedule: str, K: int, M: int, V: int = 1, device_time_s=None) -> float:
+    """The bubble formula of a schedule: (K-1)/(V·M+K-1), or for ZB-H1 Eq. (eq-pp-zb-bubble)
+    with the emulated (T_F, T_B) cut into B and W by WEIGHT_SHARE (the default: equal costs)."""
+    if schedule != "zb":
+        return predicted_bubble(K, M, V)
+    T_F, T_B = DEFAULT_DEVICE_TIME_S if device_time_s in (None, "auto") else device_time_s
+    return predicted_zb_bubble(K, M, T_F, (1 - WEIGHT_SHARE) * T_B, WEIGHT_SHARE * T_B)
+
+
 def bubble_rows(records) -> list[dict]:
-    """Median measured bubble per (schedule, K, M, V) beside (K-1)/(V·M+K-1) and their ratio."""
+    """Median measured bubble per (schedule, K, M, V) beside its formula and their ratio."""
     groups: dict = {}
     for rec in records:
         s = rec["spec"]
@@ -61,19 +71,22 @@ def bubble_rows(records) -> list[dict]:
     rows = []
     for (schedule, K, M, V), recs in groups.items():
         measured = statistics.median(r["bubble"] for r in recs)
-        formula = predicted_bubble(K, M, V)
+        formula = formula_bubble(schedule, K, M, V, recs[0]["spec"].device_time_s)
         step = statistics.median(r["step_s"] for r in recs)
         work = _emulated_stage_time(recs[0])  # T_F + T_B, when the device time was emulated
-        slots = V * M + K - 1                 # actions on the critical path
+        # actions on the critical path: 2 per slot of (V·M+K-1); ZB-H1: K-1 forwards, then the
+        # last stage's 3M F, B and W back to back
+        on_path = 3 * M + K - 1 if schedule == "zb" else 2 * (V * M + K - 1)
         rows.append({"schedule": schedule, "K": K, "M": M, "V": V, "measured": round(measured, 4),
                      "formula": round(formula, 4), "ratio": round(measured / formula, 3),
                      "step_s": round(step, 4),
-                     # Eq. (eq-pp-step) / its interleaved form: (V·M+K-1)/(V·M)·(T_F+T_B)
-                     "step_formula_s": None if work is None else round(slots / (V * M) * work, 4),
-                     # the fixed cost c per action that explains the excess, from
-                     # T_step = (V·M+K-1)·((t_f+t_b)/V + 2c)
+                     # busy time over the busy share: (V·M+K-1)/(V·M)·(T_F+T_B) for Eq.
+                     # (eq-pp-step) and its interleaved form, (T_F+T_B)/(1-bubble) for ZB-H1
+                     "step_formula_s": None if work is None else round(work / (1 - formula), 4),
+                     # the fixed cost c per action that explains the excess: each action on the
+                     # critical path lasts c longer, T_step = (V·M+K-1)·((t_f+t_b)/V + 2c)
                      "handoff_s": (None if work is None
-                                   else round((step / slots - work / (V * M)) / 2, 5)),
+                                   else round((step - work / (1 - formula)) / on_path, 5)),
                      "repeats": len(recs),
                      "overruns": sum(st["overruns"] for r in recs for st in r["stages"])})
     return rows
@@ -147,7 +160,8 @@ def memory_rows(records) -> list[dict]:
 
 
 def bubble_explorer():
-    """An interactive view of the ideal GPipe step as K and M change (JupyterLab; ipywidgets)."""
+    """An interactive view of the ideal GPipe, 1F1B, interleaved or ZB-H1 step as K and M change
+    (JupyterLab; ipywidgets)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
     from IPython.display import display
@@ -162,14 +176,14 @@ def bubble_explorer():
             out.clear_output(wait=True)
             try:
                 timeline = simulate(schedule, K, M, 1.0, 2.0, chunks=V)
-            except ValueError as err:  # e.g. interleaved with M not a multiple of K
+            except ValueError as err:  # e.g. interleaved with M not a multiple of K, zb with M < K
                 print(err)
                 return
             fig, ax = plt.subplots(figsize=(8, 0.5 + 0.45 * K), layout="constrained")
             draw_gantt(ax, timeline)
             ax.set_xlabel("time (units of t_f; t_b = 2 t_f)")
-            ax.set_title(f"{schedule}, K={K}, M={M}, V={V}: bubble (K-1)/(V·M+K-1) = "
-                         f"{predicted_bubble(K, M, V):.3f} (simulated "
+            ax.set_title(f"{schedule}, K={K}, M={M}, V={V}: formula bubble "
+                         f"{formula_bubble(schedule, K, M, V, (1.0, 2.0)):.3f} (simulated "
                          f"{measured_bubble(timeline)['bubble']:.3f})")
             display(fig)
             plt.close(fig)
@@ -177,7 +191,7 @@ def bubble_explorer():
     controls = widgets.interactive(show, K=widgets.IntSlider(4, 1, 8, description="K stages"),
                                    M=widgets.IntSlider(4, 1, 32, description="M micro"),
                                    schedule=widgets.ToggleButtons(options=["gpipe", "1f1b",
-                                                                           "interleaved"]),
+                                                                           "interleaved", "zb"]),
                                    V=widgets.IntSlider(2, 2, 4, description="V chunks"))
     return widgets.VBox([controls, out])
 
@@ -187,16 +201,17 @@ def print_bubble_table(rows) -> None:
     time beside (V·M+K-1)/(V·M)·(T_F+T_B), and the per-action hand-off cost c behind the gap."""
     print(f"{'schedule':11s} {'K':>2s} {'M':>2s} {'V':>2s} {'bubble':>7s} {'formula':>8s} "
           f"{'ratio':>6s} {'step (ms)':>10s} {'formula':>8s} {'c (ms)':>7s} {'overruns':>8s}")
-    order = {s: i for i, s in enumerate(("gpipe", "1f1b", "interleaved"))}
+    order = {s: i for i, s in enumerate(("gpipe", "1f1b", "interleaved", "zb"))}
     for r in sorted(rows, key=lambda r: (order.get(r["schedule"], 9), r["K"], r["M"], r["V"])):
         predicted = "-" if r["step_formula_s"] is None else f"{1e3 * r['step_formula_s']:.1f}"
         handoff = "-" if r["handoff_s"] is None else f"{1e3 * r['handoff_s']:.2f}"
         print(f"{r['schedule']:11s} {r['K']:2d} {r['M']:2d} {r['V']:2d} {r['measured']:7.3f} "
               f"{r['formula']:8.3f} {r['ratio']:6.2f} {1e3 * r['step_s']:10.1f} {predicted:>8s} "
               f"{handoff:>7s} {r['overruns']:8d}")
-    print("bubble: median measured idle share beside (K-1)/(V·M+K-1); step: median "
-          "measured beside (V·M+K-1)/(V·M)·(T_F+T_B);\nc: fixed cost per action that would "
-          "explain the difference, T_step = (V·M+K-1)·((t_f+t_b)/V + 2c); "
+    print("bubble: median measured idle share beside (K-1)/(V·M+K-1) (zb: (K-1)(t_f+t_b-t_w)/"
+          "(M(t_f+t_b+t_w)+(K-1)(t_f+t_b-t_w))); step: median measured beside (T_F+T_B)/(1-bubble);"
+          "\nc: fixed cost per action on the critical path that would explain the difference, "
+          "2(V·M+K-1) actions (zb: 3M+K-1); "
           "overruns: actions whose real compute outlasted the emulated device time (0 = valid)")
 
 
@@ -241,3 +256,24 @@ def print_interleaved_comparison(plain, interleaved) -> None:
     (b0, n0), (b1, n1) = totals["plain"], totals["interleaved"]
     print(f"all ranks: {b0} B -> {b1} B in {n0} -> {n1} messages: {b1 / b0:.3f}x and "
           f"{n1 / n0:.3f}x; (KV-1)/(K-1) = {K * V - 1}/{K - 1} = {(K * V - 1) / (K - 1):.3f}")
+
+
+def print_zero_bubble_memory(plain, zb) -> None:
+    """Per stage, 1F1B beside ZB-H1 on the same model: peak saved bytes against
+    Eq. (eq-pp-zb-mem), K·a + (k+1)·g, where 1F1B holds (K-k)·a; and the FLOPs B and W split."""
+    K = zb["spec"].stages
+    for k in range(K):
+        a_st, z_st = plain["stages"][k], zb["stages"][k]
+        a = z_st["saved_bytes"][0]          # one micro-batch's saved activations, bytes
+        g = z_st["w_input_bytes"][0]        # the output gradients one W starts from, bytes
+        M = zb["spec"].micro_batches
+        formula = min(K, M) * a + (k + 1) * g
+        print(f"stage {k}: a = {a / 1024:5.1f} KiB, g = {g / 1024:5.1f} KiB; peak 1F1B "
+              f"{a_st['peak_bytes'] / 1024:6.1f} KiB = {K - k}a: {a_st['peak_bytes'] == (K - k) * a}; "
+              f"ZB-H1 {z_st['peak_bytes'] / 1024:6.1f} KiB = {K}a + {k + 1}g: "
+              f"{z_st['peak_bytes'] == formula} (+{(z_st['peak_bytes'] - a_st['peak_bytes']) / 1024:.1f} KiB)")
+    flops = [zb["stages"][k]["flops"] for k in range(K)]
+    full = [plain["stages"][k]["flops"]["B"] for k in range(K)]
+    print(f"FLOPs: B + W = 1F1B's backward on every stage: "
+          f"{all(f['B'] + f['W'] == b for f, b in zip(flops, full))}; W's share "
+          f"{flops[0]['W'] / full[0]:.3f} (stage 0)")

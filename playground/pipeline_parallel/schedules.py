@@ -9,16 +9,23 @@ The interleaved schedule gives each rank V *chunks* (virtual stages) of the mode
 slice: the chain is cut into K·V pieces and rank k holds pieces k, k+K, ..., k+(V-1)K.  Its
 actions carry the chunk too: ``("F", m, v)`` and ``("B", m, v)``.
 
+The zero-bubble schedule ZB-H1 (Qi et al., 2024) splits each backward in two: ``("B", m)`` now
+computes only the gradient w.r.t. the stage input, and ``("W", m)`` the weight gradients, later.
+
 Symbols used throughout the chapter: K stages, M micro-batches per step, V chunks per rank, t_f and
-t_b the time one stage needs for the forward and the backward of one micro-batch.
+t_b the time one stage needs for the forward and the backward of one micro-batch (for ZB-H1 the
+backward splits into t_b·(1-WEIGHT_SHARE) for B and t_w = t_b·WEIGHT_SHARE for W).
 """
 
 from __future__ import annotations
 
-SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved")
+SCHEDULES = ("naive", "gpipe", "1f1b", "interleaved", "zb")
+# W's share of a backward: t_b = 2 t_f makes F, B and W cost the same, the paper's assumption
+WEIGHT_SHARE = 0.5
 
 __all__ = ["SCHEDULES", "stage_bounds", "schedule_actions", "action_chunk", "max_in_flight",
-           "simulate", "predicted_bubble", "measured_bubble", "check_schedule_args"]
+           "simulate", "predicted_bubble", "predicted_zb_bubble", "measured_bubble",
+           "check_schedule_args", "WEIGHT_SHARE"]
 
 
 def check_schedule_args(schedule: str, stages: int, micro_batches: int, chunks: int = 1) -> None:
@@ -42,6 +49,12 @@ def check_schedule_args(schedule: str, stages: int, micro_batches: int, chunks: 
             # micro-batches go round the ranks in groups of K; a partial group deadlocks
             raise ValueError(f"the interleaved schedule needs micro_batches to be a multiple of "
                              f"stages, got micro_batches={micro_batches}, stages={stages}")
+    if schedule == "zb" and micro_batches < stages:
+        # stage k defers k weight passes into its drain: with M < K there are too few to fill it
+        raise ValueError(f"the zero-bubble schedule (ZB-H1) needs micro_batches >= stages, got "
+                         f"micro_batches={micro_batches} < stages={stages}: stage k defers k "
+                         "weight-gradient passes (W) to fill its idle slots, and with fewer "
+                         "micro-batches than stages the last stages have too few W to defer")
 
 
 def stage_bounds(n_blocks: int, stages: int) -> list[int]:
@@ -77,6 +90,7 @@ def schedule_actions(schedule: str, stages: int, micro_batches: int, stage: int,
       remaining backwards (Narayanan et al., 2021).  Stage k never holds more than K-k
       micro-batches.
     * interleaved: 1F1B over the rank's V chunks (``_interleaved_actions``).
+    * zb: ZB-H1, 1F1B with every backward split into B and W (``_zero_bubble_actions``).
     """
     check_schedule_args(schedule, stages, micro_batches, chunks)
     if not 0 <= stage < stages:
@@ -84,6 +98,8 @@ def schedule_actions(schedule: str, stages: int, micro_batches: int, stage: int,
     M = micro_batches
     if schedule == "interleaved":
         return _interleaved_actions(stages, M, chunks, stage)
+    if schedule == "zb":
+        return _zero_bubble_actions(stages, M, stage)
     if schedule in ("naive", "gpipe"):
         return [("F", m) for m in range(M)] + [("B", m) for m in range(M)]
     warmup = min(stages - 1 - stage, M)
@@ -116,6 +132,29 @@ def _interleaved_actions(K: int, M: int, V: int, k: int) -> list[tuple[str, int,
     return actions + [("B", *forward(i, reverse=True)) for i in range(total - warmup, total)]
 
 
+def _zero_bubble_actions(K: int, M: int, k: int) -> list[tuple[str, int]]:
+    """ZB-H1 (Qi et al., 2024, Sec. 3.1) on stage k: 1F1B's order of F and B, where B now yields
+    only the input gradient; stage k runs its first k backwards without their W, then one W (the
+    oldest pending) after every later B, and the last k W at the very end.
+
+    Deferring k W lets B, the pass the previous stage waits for, run sooner on the later stages,
+    and the k W fill the drain; the same order as PyTorch's ``ScheduleInterleavedZeroBubble``
+    with one stage per rank.  A micro-batch stays in flight from F to W: stage k holds up to K of
+    them (1F1B: K-k), of which up to k+1 wait only for their W."""
+    warmup = K - 1 - k                              # M >= K (check_schedule_args)
+    actions = [("F", m) for m in range(warmup)]
+    backwards = weights = 0
+    for m in range(M):
+        if warmup + m < M:
+            actions.append(("F", warmup + m))
+        actions.append(("B", m))
+        backwards += 1
+        if backwards > k:                           # defer exactly k W
+            actions.append(("W", weights))
+            weights += 1
+    return actions + [("W", m) for m in range(weights, M)]
+
+
 def action_chunk(action: tuple) -> int:
     """The chunk an action runs on: its third entry, 0 for single-chunk schedules."""
     return action[2] if len(action) > 2 else 0
@@ -123,10 +162,11 @@ def action_chunk(action: tuple) -> int:
 
 def max_in_flight(actions) -> int:
     """Most micro-batches (with chunks: (micro-batch, chunk) pairs) whose forward has run and
-    whose backward has not, at any moment."""
+    whose backward has not (split backward: whose W has not), at any moment."""
+    release = "W" if any(a[0] == "W" for a in actions) else "B"
     live = peak = 0
     for op, *_ in actions:
-        live += 1 if op == "F" else -1
+        live += 1 if op == "F" else -1 if op == release else 0
         peak = max(peak, live)
     return peak
 
@@ -137,12 +177,15 @@ def simulate(schedule: str, stages: int, micro_batches: int, t_f: float = 1.0, t
 
     Number the chain's pieces c = v·K + k (piece c on rank c mod K; c = k without chunks).
     F(m) on piece c waits for F(m) on piece c-1; B(m) on piece c waits for B(m) on piece c+1 (or
-    F(m) on the last piece); each rank runs its actions in schedule order, one at a time; a
-    message takes ``t_comm``.  A chunk's action lasts 1/V of the stage's t_f or t_b, and the
-    interleaved schedule's events carry the chunk as a fifth entry.
+    F(m) on the last piece); W(m) waits for B(m) on its own piece; each rank runs its actions in
+    schedule order, one at a time; a message takes ``t_comm``.  A chunk's action lasts 1/V of
+    the stage's t_f or t_b, and the interleaved schedule's events carry the chunk as a fifth
+    entry.  With a split backward (zb) B lasts t_b·(1-WEIGHT_SHARE) and W t_b·WEIGHT_SHARE.
     """
     K, V = stages, chunks
     actions = [schedule_actions(schedule, K, micro_batches, k, chunks) for k in range(K)]
+    split = WEIGHT_SHARE if schedule == "zb" else 0.0
+    duration = {"F": t_f / V, "B": (1 - split) * t_b / V, "W": split * t_b / V}
     last = K * V - 1
     done: dict[tuple[str, int, int], float] = {}
     timeline: list[list] = [[] for _ in range(K)]
@@ -158,13 +201,15 @@ def simulate(schedule: str, stages: int, micro_batches: int, t_f: float = 1.0, t
                 c = v * K + k
                 if op == "F":
                     dep = None if c == 0 else ("F", m, c - 1)
+                elif op == "W":
+                    dep = ("B", m, c)
                 else:
                     dep = ("F", m, c) if c == last else ("B", m, c + 1)
                 if dep is not None and dep not in done:
                     break
                 ready = 0.0 if dep is None else done[dep] + (t_comm if dep[2] % K != k else 0.0)
                 start = max(free[k], ready)
-                end = start + (t_f if op == "F" else t_b) / V
+                end = start + duration[op]
                 done[(op, m, c)] = free[k] = end
                 timeline[k].append((op, m, start, end) + action[2:])
                 pointer[k] += 1
@@ -179,6 +224,20 @@ def predicted_bubble(stages: int, micro_batches: int, chunks: int = 1) -> float:
     """(K-1)/(V·M+K-1): the idle share of K stages' time in one GPipe or 1F1B step (V = 1), or
     in an interleaved step with V chunks per rank (the fill and drain shrink V-fold)."""
     return (stages - 1) / (chunks * micro_batches + stages - 1)
+
+
+def predicted_zb_bubble(stages: int, micro_batches: int, t_f: float = 1.0, t_b: float = 1.0,
+                        t_w: float = 1.0) -> float:
+    """ZB-H1's idle share, (K-1)(t_f+t_b-t_w) / (M(t_f+t_b+t_w) + (K-1)(t_f+t_b-t_w)), for
+    per-micro-batch costs t_f, t_b (input gradient) and t_w (weight gradient), M >= K; it holds
+    while a W fits in the slot of an F or a B, t_w <= min(t_f, t_b) (the simulation agrees there).
+    (K-1)/(3M+K-1) for equal costs, where 1F1B's is (K-1)/(M+K-1)."""
+    check_schedule_args("zb", stages, micro_batches)
+    if not 0 <= t_w <= min(t_f, t_b):
+        raise ValueError(f"the ZB-H1 formula needs 0 <= t_w <= min(t_f, t_b), got t_f={t_f}, "
+                         f"t_b={t_b}, t_w={t_w}")
+    idle = (stages - 1) * (t_f + t_b - t_w)
+    return idle / (micro_batches * (t_f + t_b + t_w) + idle)
 
 
 def measured_bubble(events_per_stage) -> dict:

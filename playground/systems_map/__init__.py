@@ -1,28 +1,37 @@
 """The systems map (chapter 4): tensor, sequence, context and expert parallelism, and how they compose.
 
 The algorithms: ``tp_comm`` (the four TP/SP communication functions) and ``tensor_parallel``
-(column/row-parallel layers, a TP block); ``ring_attention`` (context parallelism); ``moe`` (routing,
-capacity) and ``expert_parallel`` (experts over ranks, all-to-all); ``grid`` (ranks laid on a
-DP x PP x TP grid).  The runs that check them, each against single-process training and PyTorch's
-own where it has one: ``tp_measure``, ``ring_attention_runs``, ``expert_parallel_runs``, ``compose``
-(with ``compose_torch`` and ``key_bias``), and ``placement`` (the map itself, every row measured).
+(column/row-parallel layers, a TP block); context parallelism three ways: ``ring_attention`` (K/V
+blocks around a ring), ``all_gather_cp`` (Llama 3's: K/V all-gathered, head-and-tail chunks) and
+``ulysses`` (all-to-all to a head shard and back); ``moe`` (routing, capacity), ``expert_parallel``
+(experts over ranks, all-to-all) and ``dropless`` (dropless beside capacity-factor dispatch, bytes
+per intra-/inter-node link); ``grid`` (ranks laid on a DP x PP x TP grid).  The runs that check
+them, each against single-process training and PyTorch's own where it has one: ``tp_measure``,
+``ring_attention_runs``, ``cp_runs`` (the three CP attentions side by side),
+``expert_parallel_runs``, ``dropless_runs``, ``compose`` (with ``compose_torch`` and ``key_bias``),
+and ``placement`` (the map itself, every row measured).
 May import: the shared basics, ``playground.data_parallel``, ``pipeline_parallel`` and ``zero``.
 """
 
-from playground.systems_map import (compose, compose_torch, expert_parallel_runs, placement, ring_attention,
-                                    ring_attention_runs, tp_measure)
+from playground.systems_map import (compose, compose_torch, cp_runs, dropless_runs, expert_parallel_runs,
+                                    placement, ring_attention, ring_attention_runs, tp_measure)
+from playground.systems_map.all_gather_cp import all_gather_attention, load_balanced_split
+from playground.systems_map.cp_runs import check_context_parallel
+from playground.systems_map.dropless import NodeAwareEP
+from playground.systems_map.dropless_runs import balance_report, check_dropless, link_report
 from playground.systems_map.expert_parallel import ExpertParallelMoE, all_to_all, expert_placement
 from playground.systems_map.expert_parallel_runs import (bytes_report, check_all_to_all, check_expert_parallel,
                                                          drop_report, drop_sweep)
 from playground.systems_map.grid import GridGroups, RankGrid
 from playground.systems_map.moe import (MoE, drops_agree, expert_capacity, load_balancing_loss, moe_reference,
-                                        predicted_drops, route, within_capacity)
+                                        predicted_drops, queue_position, route, within_capacity)
 from playground.systems_map.placement import STATE_LAYOUT, map_rows, placement_explorer
 from playground.systems_map.ring_attention import attention_reference, predicted_blocks, ring_schedule, split_sequence
 from playground.systems_map.ring_attention_runs import check_ring_attention, layer_report, memory_report
 from playground.systems_map.tensor_parallel import (ColumnParallelLinear, RowParallelLinear, TPAttention, TPBlock,
                                                     TPMLP, check_tp_divisible, column_shard, dtensor_block,
                                                     row_shard)
+from playground.systems_map.ulysses import heads_to_seq, seq_to_heads, ulysses_attention
 from playground.systems_map.tp_comm import (all_gather_along, copy_to_tp, gather_from_sp, reduce_from_tp,
                                             reduce_scatter_along, reduce_scatter_to_sp, ring_wire_bytes)
 
@@ -31,9 +40,11 @@ __all__ = ["copy_to_tp", "reduce_from_tp", "gather_from_sp", "reduce_scatter_to_
            "ColumnParallelLinear", "RowParallelLinear", "TPAttention", "TPMLP", "TPBlock", "column_shard",
            "row_shard", "check_tp_divisible", "dtensor_block",
            "ring_attention", "attention_reference", "split_sequence", "predicted_blocks", "ring_schedule",
-           "MoE", "route", "expert_capacity", "within_capacity", "moe_reference", "load_balancing_loss",
+           "MoE", "route", "expert_capacity", "queue_position", "within_capacity", "moe_reference", "load_balancing_loss",
            "predicted_drops", "drops_agree", "ExpertParallelMoE", "expert_placement", "all_to_all",
            "RankGrid", "GridGroups",
            "tp_measure", "ring_attention_runs", "check_ring_attention", "layer_report", "memory_report",
            "expert_parallel_runs", "check_expert_parallel", "check_all_to_all", "drop_sweep", "bytes_report",
-           "drop_report", "compose", "compose_torch", "placement", "map_rows", "STATE_LAYOUT", "placement_explorer"]
+           "drop_report", "all_gather_attention", "load_balanced_split", "ulysses_attention", "seq_to_heads",
+           "heads_to_seq", "cp_runs", "check_context_parallel", "NodeAwareEP", "dropless_runs",
+           "check_dropless", "link_report", "balance_report", "compose", "compose_torch", "placement", "map_rows", "STATE_LAYOUT", "placement_explorer"]

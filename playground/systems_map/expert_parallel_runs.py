@@ -76,21 +76,26 @@ def check_expert_parallel(rank: int, world_size: int, cases=None) -> list[dict]:
         with comm.count() as bwd:
             (y * w.chunk(world_size)[rank]).sum().backward()
         layer.reduce_replicated_grads()
-        close = _close_16bit if torch.finfo(dtype).bits <= 16 else torch.testing.assert_close
-        close(y, y_ref.detach().chunk(world_size)[rank], msg=lambda m: f"output: {m}")
-        close(mine.grad, x_ref.grad.chunk(world_size)[rank], msg=lambda m: f"input grad: {m}")
-        close(layer.router.weight.grad, moe.router.weight.grad, msg=lambda m: f"router grad: {m}")
-        first = rank * layer.local
-        for e, expert_mlp in enumerate(layer.experts):
-            for (name, p), p_ref in zip(expert_mlp.named_parameters(), moe.experts[first + e].parameters()):
-                if p_ref.grad is None:  # an expert no token reached has no gradient anywhere
-                    assert p.grad is None or not p.grad.any(), f"expert {first + e} {name}"
-                    continue
-                close(p.grad, p_ref.grad,
-                      msg=lambda m, e=first + e, name=name: f"expert {e} {name}: {m}")
+        assert_layer_matches(layer, moe, y, y_ref, mine, x_ref, rank, world_size, dtype)
         results.append({**case, **layer.last_stats, "forward": fwd.summary(),
                         "backward": bwd.summary()})
     return results
+
+
+def assert_layer_matches(layer, moe, y, y_ref, mine, x_ref, rank: int, world_size: int, dtype) -> None:
+    """This rank's output and its input, router and expert gradients equal the one-process MoE's
+    (16-bit dtypes to their rounding; an expert no token reached has no gradient anywhere)."""
+    close = _close_16bit if torch.finfo(dtype).bits <= 16 else torch.testing.assert_close
+    close(y, y_ref.detach().chunk(world_size)[rank], msg=lambda m: f"output: {m}")
+    close(mine.grad, x_ref.grad.chunk(world_size)[rank], msg=lambda m: f"input grad: {m}")
+    close(layer.router.weight.grad, moe.router.weight.grad, msg=lambda m: f"router grad: {m}")
+    first = rank * layer.local
+    for e, expert_mlp in enumerate(layer.experts):
+        for (name, p), p_ref in zip(expert_mlp.named_parameters(), moe.experts[first + e].parameters()):
+            if p_ref.grad is None:
+                assert p.grad is None or not p.grad.any(), f"expert {first + e} {name}"
+                continue
+            close(p.grad, p_ref.grad, msg=lambda m, e=first + e, name=name: f"expert {e} {name}: {m}")
 
 
 def drop_sweep(rank: int, world_size: int, tokens: int, d_model: int, n_experts: int,

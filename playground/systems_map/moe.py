@@ -22,7 +22,7 @@ from torch import nn
 
 from playground.model import MLP
 
-__all__ = ["MoE", "route", "expert_capacity", "within_capacity", "moe_reference",
+__all__ = ["MoE", "route", "expert_capacity", "queue_position", "within_capacity", "moe_reference",
            "load_balancing_loss", "predicted_drops", "drops_agree"]
 
 
@@ -53,16 +53,21 @@ def route(x: torch.Tensor, router_weight: torch.Tensor, top_k: int, normalize: b
     return experts, gates, probs
 
 
-def within_capacity(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
-    """(T, k) bool: which assignments fit in their expert's ``capacity`` slots.
+def queue_position(experts: torch.Tensor, n_experts: int) -> torch.Tensor:
+    """(T, k): each assignment's place in its expert's queue (0 = served first).
 
-    Slots are handed out choice by choice (every first choice before any second choice), token
+    Places are handed out choice by choice (every first choice before any second choice), token
     by token within a choice: the priority GShard uses.
     """
     choice_major = experts.t().reshape(-1)  # (k·T,) in priority order
     one_hot = F.one_hot(choice_major, n_experts)
-    position = (one_hot.cumsum(dim=0) * one_hot).sum(dim=-1) - 1  # place in its expert's queue
-    return (position < capacity).view(experts.shape[1], experts.shape[0]).t()
+    position = (one_hot.cumsum(dim=0) * one_hot).sum(dim=-1) - 1
+    return position.view(experts.shape[1], experts.shape[0]).t()
+
+
+def within_capacity(experts: torch.Tensor, n_experts: int, capacity: int) -> torch.Tensor:
+    """(T, k) bool: which assignments fit in their expert's ``capacity`` slots (``queue_position``)."""
+    return queue_position(experts, n_experts) < capacity
 
 
 def load_balancing_loss(experts: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from playground.data_parallel.ring import shard_bounds
 
 __all__ = ["Recipe", "RECIPES", "STAGES", "predicted", "exact_bytes", "comm_elements",
+           "accumulation_comm_elements", "hsdp_comm_elements",
            "PAPER_MODELS", "PAPER_DP_DEGREES", "PAPER_TABLE_1", "paper_table", "explorer"]
 
 STAGES = (0, 1, 2, 3)
@@ -129,6 +130,28 @@ def comm_elements(psi: float, stage: int) -> float:
     if isinstance(psi, bool) or not isinstance(psi, numbers.Real) or not psi >= 0:
         raise ValueError(f"psi (number of parameters) must be >= 0, got {psi!r}")
     return (3 if stage == 3 else 2) * psi
+
+
+def accumulation_comm_elements(psi: float, stage: int, micro_batches: int) -> float:
+    """Elements per rank per optimizer step with k = ``micro_batches`` accumulated micro-batches,
+    each reduce-scattered as it finishes (ZeroDP, FSDP2's default): stage 3 re-gathers the
+    parameters for every micro-batch's forward and backward, k(Ψ + Ψ + Ψ); stages 0-2 gather
+    once, after the update: kΨ + Ψ.  Times (N_d-1)/N_d on a ring."""
+    _check(stage, 1)
+    if not _is_int(micro_batches) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be an integer >= 1, got {micro_batches!r}")
+    return micro_batches * 3 * psi if stage == 3 else (micro_batches + 1) * psi
+
+
+def hsdp_comm_elements(psi: float, shards: int, replicas: int) -> dict[str, float]:
+    """Elements one HSDP rank sends per step over each kind of link, ring factors included:
+    inside its shard group (two all-gathers and one reduce-scatter of Ψ over ``shards`` ranks)
+    and across the ``replicas`` (a ring all-reduce of its Ψ/shards gradient elements)."""
+    for name, value in (("shards", shards), ("replicas", replicas)):
+        if not _is_int(value) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return {"intra": 3 * psi * (shards - 1) / shards,
+            "inter": 2 * (psi / shards) * (replicas - 1) / replicas}
 
 
 # ----------------------------------------------------------------------------- the paper's table

@@ -21,6 +21,7 @@ from playground.data_parallel.ring import shard_bounds
 from playground.zero.zero_dp import COMPUTE_DTYPE, flat_units
 
 __all__ = ["reference_parameters", "plain_parameters", "differences_from_plain", "ring_order_sum",
+           "grid_order_sum",
            "saved_activation_bytes", "flat_params"]
 
 
@@ -54,13 +55,30 @@ def _one_thread():
         torch.set_num_threads(saved)
 
 
+def grid_order_sum(tensors: list[torch.Tensor], shards: int) -> torch.Tensor:
+    """The sum HSDP (``playground.zero.hsdp``) computes from the ranks' flat gradients: each row
+    of ``shards`` ranks reduce-scatters in ring order, then each shard is all-reduced over the
+    rows (the replicas), again in ring order."""
+    rows = [ring_order_sum(tensors[j:j + shards]) for j in range(0, len(tensors), shards)]
+    out = torch.empty_like(rows[0])
+    for lo, hi in shard_bounds(out.numel(), shards):
+        out[lo:hi] = ring_order_sum([row[lo:hi] for row in rows])
+    return out
+
+
 def reference_parameters(cfg: ModelConfig, precision: str, n_micro: int, steps: int = 3,
-                         batch_size: int = 8, lr: float = 1e-3, seed: int = 0):
+                         batch_size: int = 8, lr: float = 1e-3, seed: int = 0, *,
+                         accumulate: int = 1, shards: int | None = None):
     """Single-process training with the same recipe on the full batch; returns (fp32 parameter
     vector, losses).  The full-batch gradient is the mean of ``n_micro`` micro-batch gradients,
-    flattened per layer and added in ring order (``ring_order_sum``)."""
+    flattened per layer and added in ring order (``ring_order_sum``).  With ``accumulate`` = k,
+    each of the ``n_micro`` slices is cut again into k micro-batches, summed over the slices per
+    micro-batch and the k sums added in turn (ZeroDP's gradient accumulation); with ``shards``,
+    summed as HSDP sums (``grid_order_sum``)."""
     if precision not in COMPUTE_DTYPE:
         raise ValueError(f"precision must be one of {sorted(COMPUTE_DTYPE)}, got {precision!r}")
+    if shards is not None and (n_micro % shards or shards < 1):
+        raise ValueError(f"shards={shards!r} must divide n_micro={n_micro}")
     with _one_thread():
         model = build_model(cfg, seed)
         units = flat_units(model)
@@ -70,24 +88,29 @@ def reference_parameters(cfg: ModelConfig, precision: str, n_micro: int, steps: 
         losses = []
         for step in range(steps):
             batch = synthetic_batch(cfg, batch_size, step, seed)
-            per_rank, micro_losses = [], []
-            for r in range(n_micro):
-                inputs, targets = shard_batch(batch, r, n_micro)
-                model.zero_grad(set_to_none=True)
-                loss = loss_fn(model(inputs), targets)
-                loss.backward()
-                micro_losses.append(loss.item())
-                per_rank.append([torch.cat([p.grad.reshape(-1) for p in u.parameters()])
-                                 for u in units])
+            summed, micro_losses = [None] * len(units), []
+            for m in range(accumulate):
+                per_rank = []
+                for r in range(n_micro):
+                    inputs, targets = shard_batch(shard_batch(batch, r, n_micro), m, accumulate)
+                    model.zero_grad(set_to_none=True)
+                    loss = loss_fn(model(inputs), targets)
+                    loss.backward()
+                    micro_losses.append(loss.item())
+                    per_rank.append([torch.cat([p.grad.reshape(-1) for p in u.parameters()])
+                                     for u in units])
+                for i in range(len(units)):
+                    grads = [g[i] for g in per_rank]
+                    s = grid_order_sum(grads, shards) if shards else ring_order_sum(grads)
+                    summed[i] = s if summed[i] is None else summed[i].add_(s)
             for i, master in enumerate(masters):
-                summed = ring_order_sum([g[i] for g in per_rank])
-                master.grad = summed.float().div_(n_micro)
+                master.grad = summed[i].float().div_(n_micro * accumulate)
             optimizer.step()
             with torch.no_grad():
                 for u, master in zip(units, masters):
                     torch.nn.utils.vector_to_parameters(master.to(COMPUTE_DTYPE[precision]),
                                                         u.parameters())
-            losses.append(sum(micro_losses) / n_micro)
+            losses.append(sum(micro_losses) / len(micro_losses))
     return torch.cat([m.detach() for m in masters]), losses
 
 

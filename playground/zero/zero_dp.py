@@ -14,6 +14,11 @@ of it rank r owns).  The stages differ only in what a rank keeps between uses:
 * stage 3: parameters sharded too.  A unit's full parameters are all-gathered just before its
   forward and freed after it, gathered again just before its backward and freed after: 3Ψ.
 
+Gradient accumulation (``accumulate_step``): each of k micro-batches is reduced as its backward
+finishes and added to the step's running sum (in the gradient's dtype), like FSDP2's default, so
+gradients stay sharded; in stage 3 each micro-batch also gathers every unit again, twice (FSDP2's
+``reshard_after_forward=True``): k·3Ψ elements per step instead of 3Ψ.
+
 Precision recipes (``playground.zero.accounting.RECIPES``): ``"mixed"`` computes and communicates in
 bf16 and keeps fp32 master weights in the optimizer; ``"fp32"`` does everything in fp32.
 Gradients are summed over ranks and divided by N_d, so a rank's loss is the mean over its own
@@ -69,12 +74,15 @@ class _Unit:
         self.pending = 0      # parameters whose gradient backward has not delivered yet
 
     # stage 3: the full compute copy exists only around this unit's forward and backward
-    def gather(self, group) -> None:
-        if self.flat.untyped_storage().nbytes() == 0:
-            self.flat.untyped_storage().resize_(self.numel * self.flat.element_size())
-            data = self.flat.data  # .data: refilling must not bump autograd's version counter
-            data[self.lo:self.hi].copy_(self.shard)
-            ring_all_gather(data, group)
+    def gather(self, group) -> bool:
+        """Refill the full compute copy from the shards (a ring all-gather); False if present."""
+        if self.flat.untyped_storage().nbytes():
+            return False
+        self.flat.untyped_storage().resize_(self.numel * self.flat.element_size())
+        data = self.flat.data  # .data: refilling must not bump autograd's version counter
+        data[self.lo:self.hi].copy_(self.shard)
+        ring_all_gather(data, group)
+        return True
 
     def free(self) -> None:
         self.flat.untyped_storage().resize_(0)
@@ -103,6 +111,8 @@ class ZeroDP:
                                "(run it under playground.launch.run or torchrun)")
         self.model, self.stage, self.precision, self.group = model, stage, precision, group
         self.n, self.rank = dist.get_world_size(group), dist.get_rank(group)
+        self.grad_divisor = self.n  # ranks whose gradients are summed (HSDP: all replicas too)
+        self._gathers = 0           # stage 3: all-gathers of a unit's parameters so far
         dtype = COMPUTE_DTYPE[precision]
         # frozen parameters are neither trained nor sharded: each rank keeps a replica, in the
         # compute dtype so that a frozen bias meets bf16 activations in mixed precision
@@ -135,33 +145,53 @@ class ZeroDP:
                     lambda p, u=u: self._grad_ready(u)))
             if stage == 3:
                 self._hooks.append(u.module.register_forward_pre_hook(
-                    lambda mod, args, u=u: u.gather(self.group)))
+                    lambda mod, args, u=u: self._before_forward(u)))
                 self._hooks.append(u.module.register_forward_hook(
                     lambda mod, args, out, u=u: self._after_forward(u, out)))
         self.last_state_bytes: dict | None = None
 
     # ------------------------------------------------------------------ hooks
+    # stage 3 gathers just in time; playground.zero.prefetch overrides these to gather ahead
+    def _gather(self, u: _Unit) -> None:
+        self._gathers += u.gather(self.group)
+
+    def _before_forward(self, u: _Unit) -> None:
+        self._gather(u)
+
+    def _before_backward(self, u: _Unit) -> None:
+        self._gather(u)
+
     def _after_forward(self, u: _Unit, out):
         if torch.is_grad_enabled() and isinstance(out, torch.Tensor) and out.requires_grad:
             # fires when backward reaches this unit's output: gather before its backward runs
-            out.register_hook(lambda grad: u.gather(self.group))
+            out.register_hook(lambda grad: self._before_backward(u))
         u.free()
+
+    def _backward_done(self, u: _Unit) -> None:
+        """Called when backward has computed all of ``u``'s local gradient (a timing point)."""
+
+    def _reduce(self, u: _Unit, flat: torch.Tensor) -> torch.Tensor:
+        """Sum ``u``'s flat local gradient over the ranks; return what this rank keeps."""
+        if self.stage == 0:
+            return ring_all_reduce(flat, self.group)
+        if self.stage == 1:
+            ring_reduce_scatter(flat, self.group)  # only the own chunk is summed (and needed)
+            return flat
+        return ring_reduce_scatter(flat, self.group).clone()  # keep the shard, drop the rest
 
     def _grad_ready(self, u: _Unit) -> None:
         u.pending -= 1
         if u.pending:
             return
+        self._backward_done(u)
         # the whole unit's local gradient is ready: flatten it, then reduce it over ranks
         flat = torch.cat([p.grad.reshape(-1) for p in u.params])
         for p in u.params:
             p.grad = None
-        if self.stage == 0:
-            u.grad = ring_all_reduce(flat, self.group)
-        elif self.stage == 1:
-            ring_reduce_scatter(flat, self.group)  # only the own chunk is summed (and needed)
-            u.grad = flat
-        else:
-            u.grad = ring_reduce_scatter(flat, self.group).clone()  # keep the shard, drop the rest
+        reduced = self._reduce(u, flat)
+        # gradient accumulation: every micro-batch is reduced (and, in stage 3, gathered) anew,
+        # and its sum added to what the step's earlier micro-batches left, in the same dtype
+        u.grad = reduced if u.grad is None else u.grad.add_(reduced)
         if self.stage == 3:
             u.free()
 
@@ -169,33 +199,45 @@ class ZeroDP:
     def step(self, batch, loss_fn) -> dict:
         """One step on this rank's ``batch``: forward, backward (with the stage's reductions),
         Adam on the own shard, re-distribution of the parameters.  Returns the local loss, the
-        bytes this rank sent and in how many messages, and records ``last_state_bytes`` (model
-        states held at the step)."""
-        inputs, targets = batch
-        for u in self.units:
-            u.pending = len(u.params)
+        bytes this rank sent and in how many messages, the parameter all-gathers of stage 3,
+        and records ``last_state_bytes`` (model states held at the step)."""
+        return self.accumulate_step([batch], loss_fn)
+
+    def accumulate_step(self, micro_batches, loss_fn) -> dict:
+        """``step`` with gradient accumulation: forward and backward on each of this rank's
+        ``micro_batches`` in turn (each reduced as it finishes, like FSDP2's default), then
+        one update with the mean gradient.  The loss returned is the micro-batches' mean."""
+        micro_batches = list(micro_batches)
+        if not micro_batches:
+            raise ValueError("accumulate_step needs at least one micro-batch")
+        losses, gathers = [], self._gathers
         with comm.count() as moved:
-            loss = loss_fn(self.model(inputs), targets)
-            loss.backward()
-            missing = [i for i, u in enumerate(self.units) if u.grad is None]
-            if missing:
-                raise RuntimeError(f"units {missing} got no gradient in backward: ZeroDP needs "
-                                   "every parameter of every layer to take part in the loss")
-            self._update()
+            for inputs, targets in micro_batches:
+                for u in self.units:
+                    u.pending = len(u.params)
+                loss = loss_fn(self.model(inputs), targets)
+                loss.backward()
+                losses.append(loss.item())
+                missing = [i for i, u in enumerate(self.units) if u.pending]
+                if missing:
+                    raise RuntimeError(f"units {missing} got no gradient in backward: ZeroDP "
+                                       "needs every parameter of every layer in the loss")
+            self._update(self.grad_divisor * len(micro_batches))
         self.last_state_bytes = self.state_bytes()
         for u, master in zip(self.units, self.masters):
             u.grad, master.grad = None, None
-        return {"loss": loss.item(), "sent_bytes": moved.sent_bytes,
-                "messages": moved.calls.get("isend", 0)}
+        return {"loss": sum(losses) / len(losses), "sent_bytes": moved.sent_bytes,
+                "messages": moved.calls.get("isend", 0), "all_gathers": self._gathers - gathers,
+                "collective_bytes": dict(moved.payload_bytes)}  # built-in collectives' payload
 
     @torch.no_grad()
-    def _update(self) -> None:
+    def _update(self, divisor: int) -> None:
         for u, master in zip(self.units, self.masters):
             grad = u.grad if self.stage in (0, 2, 3) else u.grad[u.lo:u.hi]
             if self.precision == "mixed":
-                master.grad = grad.float().div_(self.n)   # transient fp32 copy for Adam
+                master.grad = grad.float().div_(divisor)   # transient fp32 copy for Adam
             else:
-                master.grad = grad.div_(self.n)
+                master.grad = grad.div_(divisor)
         self.optimizer.step()
         for u, master in zip(self.units, self.masters):
             if self.stage == 3:
