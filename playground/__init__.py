@@ -13,7 +13,7 @@ BASICS = ("launch", "launch_errors", "launch_cli", "comm", "memory", "model", "h
           "plotting")
 
 # One folder per part of the book, bottom up: each may import the basics and the folders before it.
-PARTS = ("data_parallel", "pipeline_parallel", "zero", "systems_map", "planner")
+PARTS = ("data_parallel", "pipeline_parallel", "zero", "systems_map", "planner", "failures")
 
 # Commands the README and the chapters name: ``python -m playground.<name>``.
 FRONT_DOORS = ("ring_pass", "capacity_plan", "step_time")

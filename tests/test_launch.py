@@ -99,6 +99,19 @@ def test_a_hanging_rank_times_out_and_is_killed():
     assert not _children()
 
 
+def test_a_timeout_says_where_each_rank_waits():
+    """Rank 1 sleeps outside any collective; the others wait in the barrier it never joins."""
+    with pytest.raises(LaunchTimeoutError) as info:
+        run(w.hang_on, 3, 1, timeout_s=4, quiet=True)
+    where = info.value.where
+    assert sorted(where) == [0, 1, 2]
+    assert where[0].startswith("barrier, called at ") and where[0].endswith("launch_workers.py:37 in hang_on")
+    assert where[2] == where[0]
+    assert not where[1].startswith("barrier") and where[1].endswith("launch_workers.py:36 in hang_on")
+    assert f"rank 1 waits in {where[1]}" in str(info.value)
+    assert not _children()
+
+
 @pytest.mark.parametrize("bad, message", [
     (lambda r, n: r, "module level"),
     (42, "must be a function"),

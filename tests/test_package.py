@@ -28,6 +28,7 @@ RUNS = {
     "systems_map": {"tp_measure", "ring_attention_runs", "expert_parallel_runs", "compose", "compose_torch",
                     "key_bias", "placement", "cp_runs", "dropless_runs"},
     "planner": {"measure", "replay", "capacity_explorer", "args", "cli", "step_time_cli"},
+    "failures": {"checkpoint_runs", "restart_runs", "straggler_runs", "hang_runs"},
 }
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
