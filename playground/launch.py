@@ -46,7 +46,7 @@ MAX_LOCAL_RANKS = 64
 _RANK_TIMEOUT_GRACE_S = 10.0
 
 
-from playground.launch_errors import (LaunchError, LaunchTimeoutError, RankFailedError,
+from playground.launch_errors import (LaunchError, LaunchTimeoutError, RankFailedError, where_stuck,
                                       collect)
 
 # ----------------------------------------------------------------------------- backend / device
@@ -117,7 +117,7 @@ def _child(fn, rank, world_size, args, store_port, backend, timeout_s, log_dir, 
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
     # On a timeout the parent asks each rank where it waits: SIGUSR1 dumps its Python stacks to
-    # its stderr, even while it is blocked inside a C++ collective (see ``_where_stuck``).
+    # its stderr, even while it is blocked inside a C++ collective (see ``launch_errors.where_stuck``).
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     try:
         torch.set_num_threads(1)
@@ -208,34 +208,6 @@ def _replay_output(log_dir: str, world_size: int, quiet: bool) -> None:
     sys.stderr.flush()
 
 
-def _where_stuck(procs, log_dir: str) -> dict[int, str]:
-    """{rank: "all_reduce, called at file.py:42 in fn"} for every live rank: the innermost
-    ``torch.distributed`` call (if any) and the frame of the user's code that made it, read from
-    the stack dump each rank writes on SIGUSR1.  The odd one out is usually the culprit."""
-    for p in procs:
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGUSR1)
-    time.sleep(0.5)
-    where = {}
-    for rank, p in enumerate(procs):
-        path = Path(log_dir) / f"rank{rank}.err"
-        if not p.is_alive() or not path.exists():
-            continue
-        dump = path.read_text(errors="replace").split("(most recent call first):")
-        stack = next((d for d in reversed(dump) if " in _child" in d), "")  # the rank's main thread
-        frames = [line.strip()[len('File "'):].split('", line ') for line in stack.splitlines()
-                  if line.strip().startswith('File "')]
-        frames = [(f, *rest[0].split(" in ")) for f, *rest in frames if rest]
-        user = next(((f, n, name) for f, n, name in frames if f"{os.sep}torch{os.sep}" not in f
-                     and not f.endswith(("launch.py", "threading.py"))), None)
-        op = next((name for f, _, name in frames if f"{os.sep}distributed{os.sep}" in f
-                   and not name.startswith("_") and name != "wrapper"), None)
-        if user:
-            short = os.path.relpath(user[0]) if not os.path.relpath(user[0]).startswith("..") else user[0]
-            where[rank] = (f"{op}, called at " if op else "") + f"{short}:{user[1]} in {user[2]}"
-    return where
-
-
 def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
         backend: str | None = None, quiet: bool = False) -> list:
     """Run ``fn(rank, world_size, *args)`` on ``world_size`` ranks; return results in rank order.
@@ -284,7 +256,7 @@ def run(fn, world_size: int, *args, timeout_s: float = DEFAULT_TIMEOUT_S,
             try:
                 values = collect(procs, results, world_size, timeout_s, fn.__qualname__, log_dir)
             except LaunchTimeoutError as exc:
-                where = _where_stuck(procs, log_dir)
+                where = where_stuck(procs, log_dir)
                 lines = "".join(f"\n  rank {r} waits in {w}" for r, w in where.items())
                 error = LaunchTimeoutError(f"{exc}{lines}")
                 error.where = where

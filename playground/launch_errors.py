@@ -3,17 +3,21 @@
 When one rank fails, its peers fail too (a closed connection, a collective that never
 completes), often within milliseconds.  ``collect`` gathers the ranks' results and, on the first
 failure, ``_root_cause`` waits a moment for the others and blames the rank that failed first --
-or a rank that died without a word, which is what its peers' errors are about.
+or a rank that died without a word, which is what its peers' errors are about.  When nothing
+fails but the launch times out, ``where_stuck`` asks each live rank for its stack (SIGUSR1) and says
+which collective each one waits in, called from where: the odd one out is the culprit.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import queue
+import signal
 import time
 from pathlib import Path
 
-__all__ = ["LaunchError", "RankFailedError", "LaunchTimeoutError", "collect"]
+__all__ = ["LaunchError", "RankFailedError", "LaunchTimeoutError", "collect", "where_stuck"]
 
 _POLL_S = 0.05
 
@@ -107,3 +111,31 @@ def _root_cause(procs, results, first, name, values, log_dir,
     also = f" (then ranks {others} failed in turn)" if others else ""
     return RankFailedError(rank, f"rank {rank} of {name} raised {summary}{also}\n"
                                  f"--- rank {rank} traceback ---\n{tb}")
+
+
+def where_stuck(procs, log_dir: str) -> dict[int, str]:
+    """{rank: "all_reduce, called at file.py:42 in fn"} for every live rank: the innermost
+    ``torch.distributed`` call (if any) and the frame of the user's code that made it, read from
+    the stack dump each rank writes on SIGUSR1.  The odd one out is usually the culprit."""
+    for p in procs:
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGUSR1)
+    time.sleep(0.5)
+    where = {}
+    for rank, p in enumerate(procs):
+        path = Path(log_dir) / f"rank{rank}.err"
+        if not p.is_alive() or not path.exists():
+            continue
+        dump = path.read_text(errors="replace").split("(most recent call first):")
+        stack = next((d for d in reversed(dump) if " in _child" in d), "")  # the rank's main thread
+        frames = [line.strip()[len('File "'):].split('", line ') for line in stack.splitlines()
+                  if line.strip().startswith('File "')]
+        frames = [(f, *rest[0].split(" in ")) for f, *rest in frames if rest]
+        user = next(((f, n, name) for f, n, name in frames if f"{os.sep}torch{os.sep}" not in f
+                     and not f.endswith(("launch.py", "threading.py"))), None)
+        op = next((name for f, _, name in frames if f"{os.sep}distributed{os.sep}" in f
+                   and not name.startswith("_") and name != "wrapper"), None)
+        if user:
+            short = os.path.relpath(user[0]) if not os.path.relpath(user[0]).startswith("..") else user[0]
+            where[rank] = (f"{op}, called at " if op else "") + f"{short}:{user[1]} in {user[2]}"
+    return where
