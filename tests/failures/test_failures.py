@@ -51,7 +51,9 @@ def test_straggler_sets_every_ranks_step_time():
 
 def test_hang_mismatched_collectives_are_named_by_detail_and_located_by_the_launcher():
     plain = launch_mismatch(detail=False, timeout_s=1.0)
-    assert all("Timed out" in e for e in plain)
+    # the first rank to give up times out; its peer times out too, or sees the connection it closed
+    assert any("Timed out" in e for e in plain)
+    assert all("Timed out" in e or "Connection closed" in e for e in plain)
     detail = launch_mismatch(detail=True)
     assert all("Detected mismatch between collectives" in e and "BROADCAST" in e for e in detail)
     error = launch_hang(world_size=3, culprit=2, timeout_s=3.0)
