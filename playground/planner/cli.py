@@ -7,6 +7,8 @@ input gets one line on stderr and exit status 2, nothing on stdout.  The text re
 
 from __future__ import annotations
 
+import textwrap
+
 from playground.planner.args import cluster_from_args, layout_knobs, number, resolve_model, run_command, whole
 from playground.planner.capacity import plan
 from playground.planner.errors import PlanError
@@ -120,7 +122,18 @@ def report(p: dict, ranked: bool = False) -> str:
                     lines.append(f"     beats #{r['rank'] + 1}: {r['beats_next']}")
     lines += [f"note       {x}" for x in p["notes"]]
     lines += [f"WARNING    {w}" for w in p["warnings"]]
-    return "\n".join(lines)
+    return "\n".join(_wrapped(line) for line in lines)
+
+
+REPORT_WIDTH = 88  # what a terminal and the book's output cells show without scrolling
+
+
+def _wrapped(line: str) -> str:
+    """A report line folded at ``REPORT_WIDTH``, continuations indented under its text."""
+    lead = len(line) - len(line.lstrip(" "))
+    indent = " " * (lead + 3 if lead else 11)
+    return "\n".join(textwrap.wrap(line, REPORT_WIDTH, subsequent_indent=indent, break_long_words=False,
+                                   break_on_hyphens=False)) or line
 
 
 def _describe(layout: dict) -> str:
