@@ -43,7 +43,10 @@ def test_a_world_size_the_demo_cannot_use_is_refused_by_every_rank_in_one_line()
     out = _torchrun("-m", "playground.systems_map.compose")   # a 2 x 2 grid on a job of 2
     assert out.returncode != 0
     ours = [l for l in out.stderr.splitlines() if "compose_runs" in l]
-    assert ours == ["error: compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got 2"] * 2, out.stderr
+    # each rank refuses before it communicates; torchrun stops the job when the first one exits, so
+    # the other says it too unless the agent's SIGTERM reaches it first (a race, not a second message)
+    assert 1 <= len(ours) <= 2, out.stderr
+    assert set(ours) == {"error: compose_runs lays out a 2 x 2 grid: it needs 4 ranks, got 2"}, out.stderr
     assert "[rank0]: Traceback" not in out.stderr    # torchrun's own summary follows, not ours
 
 
