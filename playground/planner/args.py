@@ -76,15 +76,17 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "a Llama-3-style shape is inferred)")
     m.add_argument("--active-params", metavar="N", help="parameters one token passes through (default: counted; "
                    "= --params for a dense model)")
-    for flag, text in (("layers", "transformer layers (default: the preset's or config's)"), ("hidden", "hidden size h (default: the preset's or config's)"),
-                       ("heads", "attention heads (default: the preset's or config's)"), ("kv-heads", "key/value heads (GQA; default: = --heads)"),
+    given = "(default: the preset's or config's)"
+    for flag, text in (("layers", f"transformer layers {given}"), ("hidden", f"hidden size h {given}"),
+                       ("heads", f"attention heads {given}"), ("kv-heads", "key/value heads (GQA; default: = --heads)"),
                        ("head-dim", "size of one head (default: hidden / heads)"),
-                       ("ffn", "MLP width (default: 4 h)"), ("vocab", "vocabulary (default: 128256 when "
-                                                               "the shape is inferred, 51200 for a GPT by flags)"),
+                       ("ffn", "MLP width (default: 4 h)"),
+                       ("vocab", "vocabulary (default: 128256 when the shape is inferred, 51200 for a GPT by flags)"),
                        ("seq-len", f"training sequence length in tokens (default: the preset's, else "
                                    f"{DEFAULT_SEQ_LEN})"),
                        ("experts", "routed experts per MoE layer (default: 0, dense)"),
-                       ("top-k", "experts each token is routed to (default: the preset's or config's)"), ("moe-ffn", "one routed expert's MLP width (default: --ffn)"),
+                       ("top-k", f"experts each token is routed to {given}"),
+                       ("moe-ffn", "one routed expert's MLP width (default: --ffn)"),
                        ("shared-experts", "shared experts per MoE layer, each of --moe-ffn (default: 0)")):
         m.add_argument(f"--{flag}", metavar="N", help=text)
     m.add_argument("--gated-mlp", action=_BOOL, default=None, help="SwiGLU MLP, three matrices (default: as the "
@@ -93,7 +95,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     d.add_argument("--tokens", metavar="N", help="training tokens (no default: required unless --compute)")
     d.add_argument("--compute", metavar="FLOPS", help="a FLOP budget instead of --params/--tokens, split "
                    "Chinchilla-optimally at 20 tokens per parameter (default: none)")
-    d.add_argument("--global-batch", metavar="SEQS", help="sequences per optimizer step (default: from --global-batch-tokens)")
+    d.add_argument("--global-batch", metavar="SEQS", help="sequences per optimizer step "
+                   "(default: from --global-batch-tokens)")
     d.add_argument("--global-batch-tokens", metavar="N", help="tokens per optimizer step, rounded to whole "
                    "sequences (default: 4Mi = 2^22)")
     h = p.add_argument_group("hardware")

@@ -24,7 +24,7 @@ from dataclasses import asdict, replace
 
 from playground import hardware
 from playground.planner.architecture import Model
-from playground.planner.costs import flops_per_step
+from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
 from playground.planner.goodput import plan_goodput
 from playground.planner.layout import Cluster, Layout, check_layout
@@ -148,7 +148,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     N_active = active_params or m.active_param_count
     if N_active > N:
         raise PlanError("--active-params cannot exceed --params")
-    if achieved_tflops is not None and achieved_tflops * 1e12 > spec.peak_bf16_flops * (2 if knobs.get("dtype") == "fp8" else 1):
+    if achieved_tflops is not None and achieved_tflops * 1e12 > peak_flops(spec, knobs.get("dtype") or "bf16"):
         raise PlanError(f"--achieved-tflops {achieved_tflops:g} exceeds the {spec.name}'s dense peak")
     notes, warnings = [], []
 
