@@ -37,7 +37,7 @@ PLANNER_FLOORS = (
     {"layout", "hf_config", "presets"},
     {"memory", "measure"},
     {"costs"},
-    {"step_time", "published_layouts"},
+    {"step_time", "published_layouts", "overlap"},
     {"layout_search"},
     {"capacity"},
     {"replay"},

@@ -9,7 +9,7 @@ GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks, pipeline stage 
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``goodput`` (failures,
 checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
-(Chinchilla); the published runs and layouts the planner is validated against
+(Chinchilla); ``overlap`` (when each axis's communication hides behind compute); the published runs and layouts the planner is validated against
 (``published_runs``, ``published_layouts``), replayed by ``replay``; ``measure`` (the formulas
 against PyTorch's own counters); and ``capacity_explorer`` (the interactive explorer).
 May import: the shared basics and ``playground.zero`` (the ZeRO memory formulas).
@@ -32,11 +32,12 @@ from playground.planner.measure import measure_layer_activation_bytes, measure_t
 from playground.planner.memory import (FRAGMENTATION, FRAMEWORK_BYTES, RECOMPUTE, activation_bytes_per_layer,
                                        describe_memory, layer_activation_bytes, memory_per_gpu, model_state_bytes,
                                        usable_memory_bytes)
+from playground.planner.overlap import data_parallel_tokens, fsdp_tokens, hiding_thresholds, tensor_parallel_hidden
 from playground.planner.presets import PRESETS, preset, preset_names
 from playground.planner.scaling_laws import LOSS_FIT, TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
 from playground.planner.step_time import predict
 
-__all__ = ["plan", "report", "main", "PlanError", "infer_architecture", "DEFAULT_MFU",
+__all__ = ["data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_parallel_hidden", "plan", "report", "main", "PlanError", "infer_architecture", "DEFAULT_MFU",
            "flops_per_token", "megatron_flops_per_iteration",
            "FRAGMENTATION", "FRAMEWORK_BYTES", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
            "layer_activation_bytes", "usable_memory_bytes", "memory_per_gpu", "describe_memory", "stage_layers",

@@ -1,0 +1,57 @@
+"""When communication hides: each threshold is the break-even of the step-time model's own costs."""
+
+import math
+
+import pytest
+
+from playground import hardware
+from playground.planner import EFFICIENCY, allreduce_time, data_parallel_tokens, fsdp_tokens, hiding_thresholds
+from playground.planner import tensor_parallel_hidden
+from playground.planner.costs import allgather_time, peak_flops
+from playground.planner.layout import Efficiency
+
+NO_LATENCY = Efficiency(latency_s=0.0)
+
+
+def compute_s(flops, gpu):
+    return flops / (NO_LATENCY.gemm * peak_flops(gpu))
+
+
+@pytest.mark.parametrize("name", ["A100", "H100", "H200"])
+def test_dp_threshold_is_where_the_gradient_allreduce_equals_backward(name):
+    gpu, psi, n = hardware.gpu(name), 7e9, 64
+    tokens = data_parallel_tokens(gpu, "network", n=n, eff=NO_LATENCY)
+    reduce = allreduce_time(2 * psi, n, gpu.network_bytes_per_s, NO_LATENCY)
+    assert math.isclose(reduce, compute_s(4 * psi * tokens, gpu), rel_tol=1e-12)
+
+
+def test_fsdp_threshold_is_where_one_units_gather_equals_its_forward():
+    gpu, psi_unit, n = hardware.gpu("H100"), 2e8, 8
+    tokens = fsdp_tokens(gpu, "nvlink", n=n, eff=NO_LATENCY)
+    gather = allgather_time(2 * psi_unit, n, gpu.nvlink_bytes_per_s, NO_LATENCY)
+    assert math.isclose(gather, compute_s(2 * psi_unit * tokens, gpu), rel_tol=1e-12)
+
+
+def test_tp_threshold_is_where_a_layers_allreduces_equal_its_gemms():
+    gpu, t, b, s = hardware.gpu("H100"), 8, 1, 4096
+    h = tensor_parallel_hidden(gpu, t, "nvlink", eff=NO_LATENCY)
+    comm = 2 * allreduce_time(2 * b * s * h, t, gpu.nvlink_bytes_per_s, NO_LATENCY)
+    assert math.isclose(comm, compute_s(24 * b * s * h * h / t, gpu), rel_tol=1e-12)
+
+
+def test_thresholds_depend_on_hardware_not_model_and_network_is_the_hard_one():
+    rows = {r["gpu"]: r for r in hiding_thresholds()}
+    assert set(rows) == {"A100-80GB", "H100", "H200"}
+    for r in rows.values():
+        assert r["fsdp_tokens_network"] > 5 * r["fsdp_tokens_nvlink"]
+        assert r["tp_hidden_network"] > 5 * r["tp_hidden_nvlink"]
+    # the H100 computes 3.2x faster than the A100 but its NIC is only 2x: harder to hide
+    assert rows["H100"]["dp_tokens_network"] > rows["A100-80GB"]["dp_tokens_network"]
+    assert EFFICIENCY.gemm > 0
+
+
+def test_bad_link_and_tp_are_refused():
+    with pytest.raises(ValueError, match="link must be"):
+        data_parallel_tokens("H100", "pcie")
+    with pytest.raises(ValueError, match="tp >= 2"):
+        tensor_parallel_hidden("H100", 1)
