@@ -9,7 +9,10 @@ CHAPTERS := $(wildcard chapters/*.ipynb)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 export PYTHONHASHSEED := 0
 
-.PHONY: venv book test test-python test-notebooks test-build test-browser lab figures execute clean
+.PHONY: venv book test chromium test-python test-notebooks test-build test-browser lab figures execute clean
+# the browser tests drive this Chromium (Debian's package); `make CHROMIUM=/path/to/chrome test` for another
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
 
 # The virtual environment: made once, refreshed only when requirements change.
 $(STAMP): requirements.txt pyproject.toml
@@ -29,8 +32,21 @@ book: $(STAMP)
 	@echo "open _build/html/index.html"
 
 ## make test: unit tests, strict nbval on every chapter, warnings-as-errors book build,
-## and the built pages checked in headless Chromium
-test: test-python test-notebooks test-build test-browser
+## and the built pages and JupyterLab checked in headless Chromium. Chromium is checked first.
+test: chromium
+	@$(MAKE) --no-print-directory test-python test-notebooks test-build test-browser
+
+# Chromium before ten minutes of other tests: installed here when it can be (root with apt-get),
+# otherwise one line says what to install.
+chromium:
+	@test -x "$(CHROMIUM)" || if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "Chromium is missing: apt-get install chromium"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	    && test -x "$(CHROMIUM)" || { echo "make test: could not install Chromium (apt-get install chromium)"; exit 1; }; \
+	else \
+	  echo "make test needs Chromium at $(CHROMIUM): install it (sudo apt-get install chromium) or set CHROMIUM=/path/to/chromium"; \
+	  exit 1; \
+	fi
 
 test-python: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider tests --ignore=tests/browser
@@ -45,10 +61,12 @@ test-build: $(STAMP)
 	sed -e 's/^\(  *execute_notebooks:\).*/\1 "off"/' -e 's/^\(  *offline_book:\) _ext/\1 ..\/_ext/' _config.yml > _build/_config_noexec.yml
 	$(BIN)/jupyter-book build . -W -n --keep-going --config _build/_config_noexec.yml
 
-test-browser: $(STAMP)
+# the built book's pages (tests/browser/test_book_pages.py) and JupyterLab with jupyterlab-myst
+# (tests/browser/test_lab.py), in headless Chromium
+test-browser: $(STAMP) chromium
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
 
-## make lab: JupyterLab on the course
+## make lab: JupyterLab on the course; jupyterlab-myst renders the chapters' MyST as the book does
 lab: $(STAMP)
 	$(BIN)/jupyter lab chapters
 

@@ -113,29 +113,38 @@ def _root_cause(procs, results, first, name, values, log_dir,
                                  f"--- rank {rank} traceback ---\n{tb}")
 
 
-def where_stuck(procs, log_dir: str) -> dict[int, str]:
+def where_stuck(procs, log_dir: str, wait_s: float = 5.0) -> dict[int, str]:
     """{rank: "all_reduce, called at file.py:42 in fn"} for every live rank: the innermost
     ``torch.distributed`` call (if any) and the frame of the user's code that made it, read from
-    the stack dump each rank writes on SIGUSR1.  The odd one out is usually the culprit."""
-    for p in procs:
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGUSR1)
-    time.sleep(0.5)
-    where = {}
-    for rank, p in enumerate(procs):
-        path = Path(log_dir) / f"rank{rank}.err"
-        if not p.is_alive() or not path.exists():
-            continue
-        dump = path.read_text(errors="replace").split("(most recent call first):")
-        stack = next((d for d in reversed(dump) if " in _child" in d), "")  # the rank's main thread
-        frames = [line.strip()[len('File "'):].split('", line ') for line in stack.splitlines()
-                  if line.strip().startswith('File "')]
-        frames = [(f, *rest[0].split(" in ")) for f, *rest in frames if rest]
-        user = next(((f, n, name) for f, n, name in frames if f"{os.sep}torch{os.sep}" not in f
-                     and not f.endswith(("launch.py", "threading.py"))), None)
-        op = next((name for f, _, name in frames if f"{os.sep}distributed{os.sep}" in f
-                   and not name.startswith("_") and name != "wrapper"), None)
-        if user:
-            short = os.path.relpath(user[0]) if not os.path.relpath(user[0]).startswith("..") else user[0]
-            where[rank] = (f"{op}, called at " if op else "") + f"{short}:{user[1]} in {user[2]}"
-    return where
+    the stack dump each rank writes on SIGUSR1.  The odd one out is usually the culprit.  A loaded
+    machine may take a while to write the dumps: they are read again until every live rank's is
+    complete and no file still grows, for at most ``wait_s``."""
+    live = [rank for rank, p in enumerate(procs) if p.is_alive()]
+    for rank in live:
+        os.kill(procs[rank].pid, signal.SIGUSR1)
+    deadline, sizes, where = time.monotonic() + wait_s, None, {}
+    while True:
+        time.sleep(0.1)
+        paths = {rank: Path(log_dir) / f"rank{rank}.err" for rank in live if procs[rank].is_alive()}
+        now = {rank: path.stat().st_size if path.exists() else -1 for rank, path in paths.items()}
+        where = {rank: w for rank, path in paths.items() if now[rank] >= 0 and (w := _stuck_at(path))}
+        if (set(where) == set(paths) and now == sizes) or time.monotonic() > deadline:
+            return where
+        sizes = now
+
+
+def _stuck_at(path: Path) -> str | None:
+    """Where the main thread of the dump in ``path`` stands, or None if there is no such dump yet."""
+    dump = path.read_text(errors="replace").split("(most recent call first):")
+    stack = next((d for d in reversed(dump) if " in _child" in d), "")  # the rank's main thread
+    frames = [line.strip()[len('File "'):].split('", line ') for line in stack.splitlines()
+              if line.strip().startswith('File "')]
+    frames = [(f, *rest[0].split(" in ")) for f, *rest in frames if rest]
+    user = next(((f, n, name) for f, n, name in frames if f"{os.sep}torch{os.sep}" not in f
+                 and not f.endswith(("launch.py", "threading.py"))), None)
+    op = next((name for f, _, name in frames if f"{os.sep}distributed{os.sep}" in f
+               and not name.startswith("_") and name != "wrapper"), None)
+    if not user:
+        return None
+    short = os.path.relpath(user[0]) if not os.path.relpath(user[0]).startswith("..") else user[0]
+    return (f"{op}, called at " if op else "") + f"{short}:{user[1]} in {user[2]}"

@@ -4,6 +4,10 @@ Summing ``untyped_storage().nbytes()`` over tensors, each storage counted once, 
 deterministic; process RSS carries hundreds of MiB of allocator noise and is a cross-check only.
 Two tensors that are views of one storage (a flat gradient bucket and its per-parameter views, a
 padded FSDP shard) are counted once.  A DTensor is counted by its local shard.
+
+``PeakMemory`` measures the other side: the highest point torch's allocator reached inside a
+block, transients included (on CUDA its own peak statistics; on CPU the allocation and free
+events of ``torch.profiler``'s memory profiling, summed in time order).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["storage_bytes", "model_state_bytes", "SavedActivations"]
+__all__ = ["storage_bytes", "model_state_bytes", "SavedActivations", "PeakMemory"]
 
 
 def _local(t: torch.Tensor) -> torch.Tensor:
@@ -89,3 +93,47 @@ class SavedActivations(torch.autograd.graph.saved_tensors_hooks):
     def __enter__(self) -> "SavedActivations":
         super().__enter__()
         return self
+
+
+class PeakMemory:
+    """``with PeakMemory(device) as peak:``: ``peak.bytes`` is the most the allocator held inside
+    the block above what it held at entry; ``peak.net_bytes`` what the block left allocated.
+
+    Every tensor torch allocates counts, temporaries of one operator and the re-grown storage of a
+    ``resize_`` included; memory a library allocates outside torch (gloo's own buffers) does not.
+    CUDA: ``torch.cuda.max_memory_allocated`` (the device's statistics are reset at entry).  CPU:
+    the profiler's memory events of this process, in time order (slow: for small runs only).
+    """
+
+    def __init__(self, device=None):
+        self.device = torch.device(device if device is not None else "cpu")
+        self.bytes: int | None = None
+        self.net_bytes: int | None = None
+
+    def __enter__(self) -> "PeakMemory":
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+            self._profile = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._profile.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.bytes = torch.cuda.max_memory_allocated(self.device) - self._base
+            self.net_bytes = torch.cuda.memory_allocated(self.device) - self._base
+            return
+        self._profile.__exit__(*exc)
+        if exc[0] is not None:
+            return
+        events = sorted((e.start_ns(), e.nbytes()) for e in self._profile.profiler.kineto_results.events()
+                        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU)
+        held = peak = 0
+        for _, nbytes in events:  # + for an allocation, - for a free
+            held += nbytes
+            peak = max(peak, held)
+        self.bytes, self.net_bytes = peak, held

@@ -1,4 +1,5 @@
-"""One look for every figure in the book: sizes, fonts, colours, and how a figure is saved."""
+"""One look for every figure in the book: sizes, fonts, colours, and how a figure is saved; and
+``show_source``, the package code a chapter shows, for JupyterLab."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import matplotlib
 
 import matplotlib.pyplot as plt
 
-__all__ = ["style", "new_figure", "save", "COLORS", "FIGURES_DIR"]
+__all__ = ["style", "new_figure", "save", "show_source", "COLORS", "FIGURES_DIR"]
 
 FIGURES_DIR = Path(__file__).resolve().parent.parent / "figures"
 # Okabe-Ito: distinguishable for colour-blind readers and in greyscale print
@@ -44,3 +45,14 @@ def save(fig, name: str, directory: Path | None = None) -> Path:
         fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def show_source(*objects):
+    """The source of package functions or classes, highlighted, as the book's ``literalinclude``
+    shows them.  JupyterLab does not render ``literalinclude`` (MyST there cannot read files), so
+    each one is followed by a cell calling this, tagged ``remove-cell``: Lab shows it, the book
+    drops it."""
+    import inspect
+
+    from IPython.display import Code
+    return Code("\n\n".join(inspect.getsource(obj) for obj in objects), language="python")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared run on a GPU machine: GPU-marked tests, the benchmarks that fit the GPU count,
-# and the MFU benchmark; results (with provenance) are written under results/ and summarised.
+# the MFU benchmark and the GEMM benchmark (achieved matmul TFLOP/s by shape); results (with provenance) are written under results/ and summarised.
 # Finishes within 8 minutes on one H200. On a machine without a GPU every GPU part skips,
 # saying why, and the script still exits 0 (that is how the test suite checks it).
 #
@@ -41,6 +41,16 @@ if bench mfu "$RESULTS/mfu-$slug.json" "${mfu_args[@]}"; then
   note "mfu: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); print(f\"{r['achieved_tflops']} TFLOP/s achieved, MFU {r['mfu']} on {r['provenance']['device']}\")" "$RESULTS/mfu-$slug.json")"
 else
   note "mfu: FAILED"; failed=1
+fi
+
+# 2b. GEMM: achieved matmul TFLOP/s by shape (bf16 on a GPU, fp32 on a CPU); on a GPU its
+#     fraction of peak is what `step_time --efficiency FILE` takes
+if [ "$ngpu" -ge 1 ] && [ "$QUICK" = 0 ]; then gemm_args=(); else
+  gemm_args=(--sizes 128 --tokens 64 --tp 8 --repeats 2 --warmup 1); fi
+if bench gemm "$RESULTS/gemm-$slug.json" "${gemm_args[@]}"; then
+  note "gemm: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); b=r['best']; f=b['fraction_of_peak']; print(f\"best {b['tflops']} TFLOP/s ({b['shape']}, {r['dtype']})\" + (f', {f} of peak' if f is not None else ', no datasheet peak') + f\" on {r['provenance']['device']}\")" "$RESULTS/gemm-$slug.json")"
+else
+  note "gemm: FAILED"; failed=1
 fi
 
 # 3. multi-rank NCCL benchmarks need one GPU per rank

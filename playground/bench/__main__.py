@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -27,16 +28,29 @@ def _print_report(result: dict, indent: str = "") -> None:
             print(f"{indent}{key}: {value}")
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # bad flags: one line on stderr and exit status 2, no usage dump
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv=None) -> int:
     mods = benchmarks()
-    parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__)
-    sub = parser.add_subparsers(dest="name", required=True, metavar="NAME")
+    parser = _Parser(prog="python -m playground.bench", description=__doc__)
+    sub = parser.add_subparsers(dest="name", required=True, metavar="NAME", parser_class=_Parser)
     for name, mod in mods.items():
-        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0])
+        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0],
+                           description=mod.__doc__)
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--save", action="store_true", help=f"also write it under {RESULTS_DIR.name}/")
+        p.add_argument("--out", metavar="FILE", help="also write the result, with its provenance, to FILE")
         mod.add_arguments(p)
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a bad flag (2, already said in one line)
+        return int(exc.code or 0)
+    args.command = shlex.join(["python", "-m", "playground.bench", *argv])
     try:
         result = mods[args.name].run(args)
     except (LaunchError, ValueError) as exc:
@@ -56,6 +70,11 @@ def main(argv=None) -> int:
         path = RESULTS_DIR / f"{args.name}-{variant + '-' if variant else ''}{dev}.json"
         path.write_text(json.dumps(result, indent=2) + "\n")
         print(f"saved {path.relative_to(RESULTS_DIR.parent)}", file=sys.stderr)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -1,7 +1,7 @@
 """Data parallelism (chapter 1): parameter server -> ring all-reduce -> DDP.
 
-The collectives: ``ring`` (reduce-scatter, all-gather and all-reduce around a ring, on any process
-group) and ``allreduce_baselines`` (parameter server, sharded parameter server, tree).  Their model:
+The collectives: ``ring`` (the simple ring all-reduce of chapter 1 in 15 lines, then the segmented
+reduce-scatter, all-gather and all-reduce around a ring, on any process group) and ``allreduce_baselines`` (parameter server, sharded parameter server, tree).  Their model:
 ``cost_model`` (alpha-beta, fitted from a ping-pong).  Built on them: ``ddp`` (per-gradient and
 bucketed DDP, with ``no_sync`` for gradient accumulation).  The runs that check them: ``ddp_check``
 (equal to PyTorch's DDP, overlap timed), ``accumulation_check`` (accumulated steps equal to the
@@ -20,9 +20,9 @@ from playground.data_parallel.allreduce_lab import (MB, busbw_gb_s, cost_explore
 from playground.data_parallel.ddp import BucketedDDP, allreduce_gradients, plan_buckets
 from playground.data_parallel.ddp_check import DDP_CONFIG, DESIGNS, overlap_summary, time_steps, train_and_compare
 from playground.data_parallel.ring import (ring_all_gather, ring_all_reduce, ring_bytes_sent, ring_reduce_scatter,
-                                           shard_bounds)
+                                           shard_bounds, simple_ring_all_reduce)
 
-__all__ = ["ring_all_reduce", "ring_reduce_scatter", "ring_all_gather", "ring_bytes_sent", "shard_bounds",
+__all__ = ["simple_ring_all_reduce", "ring_all_reduce", "ring_reduce_scatter", "ring_all_gather", "ring_bytes_sent", "shard_bounds",
            "parameter_server_all_reduce", "sharded_parameter_server_all_reduce", "tree_all_reduce", "sent_bytes",
            "cost_model", "BucketedDDP", "allreduce_gradients", "plan_buckets",
            "ddp_check", "DDP_CONFIG", "DESIGNS", "train_and_compare", "time_steps", "overlap_summary",

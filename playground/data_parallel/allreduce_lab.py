@@ -236,44 +236,63 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def cost_explorer(model: cost_model.AlphaBeta | None = None):
-    """Sliders for N, S, α and 1/β; plots the α-β-γ time of ring, parameter server and tree
-    against N.  Returns the widget (display it as a cell's last value in JupyterLab)."""
+def cost_explorer(model: cost_model.AlphaBeta | None = None, n_ranks: int = 4,
+                  size_bytes: float = 16 * MB):
+    """Sliders for n, S, α and 1/β; plots the α-β-γ time of ring, parameter server and tree
+    against n.  Starts at exactly ``model``'s α and β (the chapter's fit) and the chapter's n and S,
+    and draws at once.  Returns the widget (display it as a cell's last value in JupyterLab)."""
+    import math
+
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
     from playground.plotting import COLORS, new_figure
 
     model = model or cost_model.AlphaBeta(50e-6, 1e-9, 0.0)
-    n = widgets.IntSlider(value=16, min=2, max=512, description="ranks N")
-    size = widgets.FloatLogSlider(value=2 ** 20, base=2, min=10, max=32, description="S (bytes)")
-    alpha = widgets.FloatLogSlider(value=model.alpha_s * 1e6, base=10, min=-1, max=4,
-                                   description="α (µs)")
-    bandwidth = widgets.FloatLogSlider(value=model.bandwidth_gb_s, base=10, min=-1, max=3,
-                                       description="1/β (GB/s)")
-    out = widgets.Output()
+    exact = {"n": n_ranks, "size": float(size_bytes), "alpha": model.alpha_s * 1e6,
+             "bandwidth": model.bandwidth_gb_s}
+    fit = dict(layout=widgets.Layout(width="330px"), style={"description_width": "initial"})
+    sliders = {
+        "n": widgets.IntSlider(value=n_ranks, min=2, max=512, description="ranks n", **fit),
+        "size": widgets.FloatLogSlider(value=size_bytes, base=2, min=10, max=32, step=0.01,
+                                       description="S (bytes)", **fit),
+        "alpha": widgets.FloatLogSlider(value=exact["alpha"], base=10, min=-1, max=4, step=0.005,
+                                        description="α (µs)", **fit),
+        "bandwidth": widgets.FloatLogSlider(value=exact["bandwidth"], base=10, min=-1, max=3,
+                                            step=0.005, description="1/β (GB/s)", **fit)}
+    out = widgets.Output(layout=widgets.Layout(min_height="330px"))
 
-    def draw(*_):
-        ab = cost_model.AlphaBeta(alpha.value * 1e-6, 1e-9 / bandwidth.value,
+    def draw():
+        ab = cost_model.AlphaBeta(exact["alpha"] * 1e-6, 1e-9 / exact["bandwidth"],
                                   model.gamma_s_per_byte)
-        Ns = list(range(2, max(n.value, 4) * 2 + 1))
+        n, size = exact["n"], exact["size"]
+        ns = list(range(2, max(n, 4) * 2 + 1))
         with out:
             out.clear_output(wait=True)
             fig, ax = new_figure(width=7, height=3.6)
             for alg, color in zip(("parameter_server", "tree", "ring"), COLORS[1:4]):
-                ax.loglog(Ns, [cost_model.predict(ab, alg, N, size.value) * 1e3 for N in Ns],
+                ax.loglog(ns, [cost_model.predict(ab, alg, k, size) * 1e3 for k in ns],
                           color=color, label=alg.replace("_", " "))
-            ax.axvline(n.value, color="k", lw=0.8)
+            ax.axvline(n, color="k", lw=0.8)
             best = min(("parameter_server", "tree", "ring"),
-                       key=lambda a: cost_model.predict(ab, a, n.value, size.value))
-            ax.set_title(f"N = {n.value}, S = {size.value / 2 ** 20:.3g} MiB: "
-                         f"fastest is {best.replace('_', ' ')}")
-            ax.set_xlabel("ranks N")
+                       key=lambda a: cost_model.predict(ab, a, n, size))
+            ax.set_title(f"n = {n}, S = {size / 2 ** 20:.3g} MiB: "
+                         f"fastest is {best.replace('_', ' ')} (predicted)")
+            ax.set_xlabel("ranks n")
             ax.set_ylabel("predicted time (ms)")
             ax.legend()
             plt.show()
 
-    for w in (n, size, alpha, bandwidth):
-        w.observe(draw, names="value")
+    def moved(change, key):
+        # the browser snaps a slider to its step and sends that value back: ignore such echoes,
+        # so the first figure keeps the exact starting values the text quotes
+        if key == "n" or not math.isclose(change["new"], exact[key], rel_tol=0.006):
+            exact[key] = change["new"]
+            draw()
+
+    for key, slider in sliders.items():
+        slider.observe(lambda change, key=key: moved(change, key), names="value")
     draw()
-    return widgets.VBox([widgets.HBox([n, size]), widgets.HBox([alpha, bandwidth]), out])
+    s = sliders
+    return widgets.VBox([widgets.HBox([s["n"], s["size"]]), widgets.HBox([s["alpha"], s["bandwidth"]]),
+                         out])

@@ -257,27 +257,25 @@ def against_measured(timed: dict, cores: int) -> dict:
 
 
 def table(check: dict) -> str:
-    """``against_measured``'s result as the lines the chapter prints."""
+    """``against_measured``'s result as the lines the chapter prints (none over 80 characters)."""
     ab, size = check["alpha_beta"], check["size"]
     lines = [f"ping-pong fit: alpha = {ab.alpha_s * 1e6:.0f} us, 1/beta = {ab.bandwidth_gb_s:.2f} "
-             f"GB/s; add: 1/gamma = {1e-9 / ab.gamma_s_per_byte:.1f} GB/s; {check['cores']} "
-             f"usable cores",
-             f"t(m) = alpha + m beta against the ping-pong: worst relative error over 4 B..16 MiB "
-             f"{check['misfit']:.0%}",
-             f"{'size':>8s} {'algorithm':17s} {'measured ms':>12s} {'spread':>7s} "
-             f"{'per-link ms':>12s} {'predicted ms':>13s} {'meas/pred':>9s}"]
+             f"GB/s; add: 1/gamma = {1e-9 / ab.gamma_s_per_byte:.1f} GB/s",
+             f"{check['cores']} usable cores; T = alpha + S beta against the ping-pong: worst "
+             f"relative error {check['misfit']:.0%}",
+             "times in ms (measured: median; predicted: max(per link, machine bound))",
+             f"{'size':>7s} {'algorithm':16s} {'measured':>8s} {'spread':>6s} {'per link':>8s} "
+             f"{'predict':>8s} {'m/p':>6s}"]
     for r in check["rows"]:
-        lines.append(f"{r['size'] // 1024:>6d}Ki {r['algorithm']:17s} "
-                     f"{r['measured_s'] * 1e3:12.2f} {r['spread']:7.2f} "
-                     f"{r['per_link_s'] * 1e3:12.2f} {r['predicted_s'] * 1e3:13.2f} "
-                     f"{r['ratio']:9.2f}")
+        lines.append(f"{r['size'] // 1024:>5d}Ki {r['algorithm']:16s} "
+                     f"{r['measured_s'] * 1e3:8.2f} {r['spread']:6.2f} "
+                     f"{r['per_link_s'] * 1e3:8.2f} {r['predicted_s'] * 1e3:8.2f} "
+                     f"{r['ratio']:6.2f}")
     over = check["over_bound"].values()
-    lines.append(f"{size / 2 ** 20:g} MiB: measured / shared-machine bound, "
-                 f"{check['bound_s'] * 1e3:.2f} ms: {min(over):.2f} to {max(over):.2f} over the "
-                 f"{len(check['over_bound'])} algorithms")
+    lines.append(f"{size / 2 ** 20:g} MiB: measured / machine bound ({check['bound_s'] * 1e3:.2f} ms)"
+                 f" {min(over):.2f} to {max(over):.2f} over {len(check['over_bound'])} algorithms")
     if "ps_over_ring" in check:
         ps = check["ps_over_ring"]
         lines.append(f"{size / 2 ** 20:g} MiB: PS / ring measured {ps['measured']:.2f}; "
-                     f"per-link model {ps['per_link']:.2f}; with the {check['cores']}-core machine "
-                     f"bound {ps['shared']:.2f}")
+                     f"per-link model {ps['per_link']:.2f}; with the bound {ps['shared']:.2f}")
     return "\n".join(lines)

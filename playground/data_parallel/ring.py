@@ -21,8 +21,8 @@ import threading
 import torch
 import torch.distributed as dist
 
-__all__ = ["shard_bounds", "ring_reduce_scatter", "ring_all_gather", "ring_all_reduce",
-           "ring_bytes_sent"]
+__all__ = ["shard_bounds", "simple_ring_all_reduce", "ring_reduce_scatter", "ring_all_gather",
+           "ring_all_reduce", "ring_bytes_sent"]
 
 
 def shard_bounds(numel: int, world_size: int) -> list[tuple[int, int]]:
@@ -69,6 +69,24 @@ def ring_bytes_sent(numel: int, world_size: int, element_size: int, rank: int = 
     if phases >= 2:  # all-gather: position p never sends chunk p+1 (the last one it receives)
         total += sum(sizes) - sizes[(rank + 1) % n]
     return total * element_size
+
+
+# ----------------------------------------------------------------------------- simple first
+@torch.no_grad()
+def simple_ring_all_reduce(tensor: torch.Tensor) -> torch.Tensor:
+    """In-place SUM over all ranks: n-1 reduce-scatter steps, then n-1 all-gather steps."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    chunks = tensor.view(-1).tensor_split(n)        # n views; chunk c ends summed on rank c
+    for reduce in (True, False):                    # reduce-scatter, then all-gather
+        for i in range(n - 1):
+            send = chunks[(r - i - reduce) % n]     # to the right: the chunk we just updated
+            mine = chunks[(r - i - 1 - reduce) % n]  # from the left: the chunk that comes next
+            incoming = torch.empty_like(mine)
+            works = [dist.isend(send, (r + 1) % n), dist.irecv(incoming, (r - 1) % n)]
+            for work in works:                      # both posted before either waits: no deadlock
+                work.wait()
+            mine.add_(incoming) if reduce else mine.copy_(incoming)
+    return tensor
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -221,8 +239,9 @@ def ring_all_reduce(tensor: torch.Tensor, group=None) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- demo
-def demo(rank: int, world_size: int, numel: int = 1_000_003) -> dict:
-    """Ring all-reduce of an uneven float32 tensor, checked against dist.all_reduce."""
+def _checked(all_reduce, rank: int, world_size: int, numel: int) -> dict:
+    """Run ``all_reduce`` on an uneven float32 tensor; assert_close against ``dist.all_reduce``;
+    the bytes this rank sent, counted and by the exact formula."""
     from playground import comm
     from playground.launch import device
 
@@ -230,12 +249,22 @@ def demo(rank: int, world_size: int, numel: int = 1_000_003) -> dict:
     expected = x.clone()
     dist.all_reduce(expected)
     with comm.count() as moved:
-        ring_all_reduce(x)
+        all_reduce(x)
     torch.testing.assert_close(x, expected)
-    exact = ring_bytes_sent(numel, world_size, 4, rank)
-    print(f"equal to dist.all_reduce; sent {moved.sent_bytes} B (exact formula {exact} B, "
+    return {"sent_bytes": moved.sent_bytes, "exact": ring_bytes_sent(numel, world_size, 4, rank)}
+
+
+def demo(rank: int, world_size: int, numel: int = 1_000_003) -> dict:
+    """Ring all-reduce of an uneven float32 tensor, checked against dist.all_reduce."""
+    out = _checked(ring_all_reduce, rank, world_size, numel)
+    print(f"equal to dist.all_reduce; sent {out['sent_bytes']} B (exact formula {out['exact']} B, "
           f"2(n-1)/n*S = {2 * (world_size - 1) * numel * 4 / world_size:.0f} B)")
-    return {"sent_bytes": moved.sent_bytes, "exact": exact}
+    return out
+
+
+def check_simple_ring(rank: int, world_size: int, numel: int = 1001) -> dict:
+    """``simple_ring_all_reduce`` against ``dist.all_reduce`` (assert_close); bytes counted."""
+    return _checked(simple_ring_all_reduce, rank, world_size, numel)
 
 
 if __name__ == "__main__":

@@ -81,22 +81,24 @@ def systems_map_figure():
 
     from playground.systems_map.placement import STATE_LAYOUT
 
-    collective = {"DP": "all-reduce (2Ψ) · across nodes",
-                  "ZeRO-1": "reduce-scatter + all-gather (2Ψ) · across nodes",
-                  "ZeRO-2": "reduce-scatter + all-gather (2Ψ) · across nodes",
-                  "ZeRO-3 / FSDP": "all-gather ×2 + reduce-scatter (3Ψ) · across nodes",
-                  "TP": "4 all-reduces of bsh per layer · inside a node",
-                  "TP + SP": "all-gather + reduce-scatter per layer · inside a node",
-                  "CP": "ring send/recv of K,V blocks · inside / near nodes",
-                  "PP": "send/recv of bsh per micro-batch · across nodes",
-                  "EP": "all-to-all of routed tokens · inside a node"}
+    collective = {"DP": "all-reduce of gradients (2Ψ) · network",
+                  "ZeRO-1": "reduce-scatter + all-gather (2Ψ) · network",
+                  "ZeRO-2": "reduce-scatter + all-gather (2Ψ) · network",
+                  "ZeRO-3 / FSDP": "all-gather ×2 + reduce-scatter (3Ψ) · network",
+                  "TP": "4 all-reduces of bsh per layer · NVLink",
+                  "TP + SP": "all-gathers + reduce-scatters per layer · NVLink",
+                  "CP": "ring of K,V blocks; grads reduced over d·c · NVLink or next node",
+                  "PP": "send/recv of bsh per micro-batch · network",
+                  "EP": "all-to-all of tokens; grads over e·d or expert copies · either"}
     fill = {"R": ("#dddddd", "replicated"), "S": (COLORS[2], "sharded ÷ n"),
             "P": ("#9fd8c4", "matrices sharded,\nnorms replicated"),
             "L": (COLORS[5], "split by layer"),
-            "B": ("#f3e3b5", "per micro-batch\n(not ÷ n)")}
+            "B": ("#f3e3b5", "per micro-batch\n(not ÷ n)"),
+            "W": ("#f3c9a5", "p micro-batches\n× l/p layers")}
     kinds = ["parameters", "gradients", "optimizer", "activations"]
     rows = list(STATE_LAYOUT)
     fig, ax = new_figure(width=11.5, height=4.6)
+    # CP's replicated gradients are reduced over d·c ranks, not held alone
     pitch, cell = 1.25, 1.2  # wide cells: their labels must fit inside
     for i, name in enumerate(rows):
         y = len(rows) - 1 - i
@@ -106,6 +108,8 @@ def systems_map_figure():
             label = fill[code][1]
             if code == "P" and name == "EP":
                 label = "experts sharded,\nthe rest replicated"
+            elif code == "R" and name == "CP" and kind == "gradients":
+                label = "replicated,\nreduced over d·c"
             elif code == "P" and kind == "activations":
                 label = "in attn/MLP ÷ t,\nat boundaries whole"
             ax.text(j * pitch + cell / 2, y + 0.42, label, ha="center", va="center", fontsize=7)
@@ -115,7 +119,7 @@ def systems_map_figure():
         ax.text(j * pitch + cell / 2, len(rows) + 0.1, kind, ha="center", va="bottom", fontsize=10)
     ax.text(4 * pitch + 0.1, len(rows) + 0.1, "collective (bytes per rank per step) · usual link",
             ha="left", va="bottom", fontsize=10)
-    ax.set_xlim(-1.6, 10.6)
+    ax.set_xlim(-1.6, 11.6)
     ax.set_ylim(-0.2, len(rows) + 0.7)
     ax.axis("off")
     ax.grid(False)

@@ -90,3 +90,28 @@ def microbatch_figure():
     a.set(ylabel="predicted TFLOP/s per GPU")
     b.set(ylabel="%  (bubble: (p-1)/m;  GEMM: of peak)")
     return fig
+
+
+@figure("throughput_tornado.png")
+def tornado_figure():
+    """One factor at a time: how far each unstated setting or constant moves a prediction."""
+    from playground.planner.replay import tornado_rows
+    rows = tornado_rows()
+    fig, axes = new_figure(nrows=len(rows), width=8.0, height=2.3 * len(rows))
+    for ax, row in zip(axes, rows):
+        bars = [b for b in row["bars"] if b["factor"] != "optimizer_bytes"]
+        for i, b in enumerate(bars):
+            lo, hi = sorted(100 * (x - 1) for x in b["relative"])
+            ax.barh(i, hi - lo, left=lo, color=COLORS[1] if b["factor"] in row["unstated"] else COLORS[0],
+                    height=0.6)
+        ax.axvline(0, color="0.3", lw=1)
+        pub = 100 * (row["published_relative"] - 1)
+        ax.axvline(pub, color=COLORS[3], lw=2, ls="--", label=f"published ({pub:+.0f}%)")
+        ax.set_yticks(range(len(bars)), [b["factor"].replace("_", " ") for b in bars], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(row["name"], fontsize=9, loc="left")
+        ax.legend(loc="lower right", fontsize=7)
+    axes[-1].set_xlabel("predicted throughput relative to the nominal prediction (%)")
+    fig.suptitle("orange: a setting the source leaves unstated; blue: a constant over its sourced spread",
+                 fontsize=9)
+    return fig

@@ -1,4 +1,4 @@
-"""Figures of the ZeRO chapter: memory per rank vs N_d (formula and measured), the paper's
+"""Figures of the ZeRO chapter: memory per rank vs d (formula and counted), the paper's
 Table 1 regenerated, bytes moved per step per stage (measured), and the timeline of ZeRO-3
 with and without prefetching (real timestamps, emulated compute)."""
 
@@ -33,7 +33,7 @@ def _measured():
 
 @figure("zero_memory_vs_nd.png")
 def memory_vs_nd():
-    """Per-rank model-state bytes of each stage vs N_d: formula curves, measured points."""
+    """Per-rank model-state bytes of each stage vs d: formula curves, counted points."""
     from playground.model import ModelConfig
     from playground.zero.accounting import predicted
     psi = ModelConfig().param_count()
@@ -42,14 +42,14 @@ def memory_vs_nd():
     grid = [1, 2, 4, 8, 16, 32, 64]
     for stage, color in zip(range(4), COLORS):
         ax.plot(grid, [predicted(psi, n, stage)["total"] / 1e3 for n in grid], color=color,
-                label=f"{STAGE_LABELS[stage]}: formula")
+                label=f"{STAGE_LABELS[stage]}: accounted")
         ax.plot(N_MEASURED, [measured[n][("zero", stage, "mixed")]["state_bytes"]["total"] / 1e3
                              for n in N_MEASURED], "o", color=color, markersize=7,
                 markerfacecolor="none", markeredgewidth=2)
-    ax.plot([], [], "o", color="grey", markerfacecolor="none", label="measured (rank 0)")
+    ax.plot([], [], "o", color="grey", markerfacecolor="none", label="counted (rank 0)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("data-parallel degree $N_d$ (ranks)")
+    ax.set_xlabel("data-parallel degree $d$ (ranks)")
     ax.set_ylabel("model-state memory per rank (kB)")
     ax.set_title(f"TinyGPT, Ψ = {psi:,} parameters, bf16 + fp32 Adam (16 B/param)")
     ax.legend(fontsize=8)
@@ -72,7 +72,7 @@ def paper_table_figure():
         ax.set_xscale("log", base=4)
         ax.set_yscale("log")
         ax.set_title(f"{model} parameters")
-        ax.set_xlabel("$N_d$")
+        ax.set_xlabel("$d$ (ranks)")
     axes[0].set_ylabel("model states per device (GB)")
     axes[0].plot([], [], "x", color="grey", label="printed in the paper")
     axes[0].legend(fontsize=7)
@@ -81,7 +81,7 @@ def paper_table_figure():
 
 @figure("zero_bytes_moved.png")
 def bytes_moved():
-    """Bytes each rank sent per step, measured, per stage, next to (N-1)/N · {2,3}Ψ · 2 B."""
+    """Bytes each rank sent per step, counted, per stage, next to (N-1)/N · {2,3}Ψ · 2 B."""
     from playground.model import ModelConfig
     psi = ModelConfig().param_count()
     measured = _measured()
@@ -90,11 +90,11 @@ def bytes_moved():
     for i, (n, color) in enumerate(zip((2, 4), COLORS[4:])):
         sent = [measured[n][("zero", s, "mixed")]["sent_bytes"][0] / 1e3 for s in range(4)]
         xs = [s + (i - 0.5) * width for s in range(4)]
-        ax.bar(xs, sent, width=width, color=color, label=f"measured, $N_d$ = {n}")
+        ax.bar(xs, sent, width=width, color=color, label=f"counted, $d$ = {n}")
         for s, x in zip(range(4), xs):
             formula = (3 if s == 3 else 2) * psi * 2 * (n - 1) / n / 1e3
             ax.plot([x - width / 2, x + width / 2], [formula] * 2, color="black", linewidth=2)
-    ax.plot([], [], color="black", linewidth=2, label="formula $(N_d-1)/N_d·\\{2,3\\}Ψ$·2 B")
+    ax.plot([], [], color="black", linewidth=2, label="accounted $(d-1)/d·\\{2,3\\}Ψ$·2 B")
     ax.set_xticks(range(4), STAGE_LABELS)
     ax.set_ylabel("bytes sent per rank per step (kB)")
     ax.set_title("Stage 3 pays 1.5× the traffic of stages 0-2")
@@ -127,7 +127,7 @@ def prefetch_timeline():
                     ax.text((start + end) / 2, lane, str(unit), ha="center", va="center",
                             fontsize=7, color="white")
             ticks += [(2 * rank, f"rank {rank} compute"), (2 * rank + 1, f"rank {rank} comm")]
-            ax.text(1.0, 2 * rank, f" waited {1e3 * result['exposed_s']:.0f} ms\n for gathers",
+            ax.text(1.0, 2 * rank, f" waited {1e3 * result['exposed_s']:.0f} ms\n for gathers\n (measured)",
                     transform=ax.get_yaxis_transform(), fontsize=7, va="center")
         ax.set_yticks([t for t, _ in ticks], [label for _, label in ticks], fontsize=8)
         ax.set_title("ZeRO-3, " + ("prefetching one unit ahead" if prefetch else

@@ -17,28 +17,25 @@ Run it: ``python -m playground.pipeline_parallel.engine --nproc 4`` (GPipe, 4 st
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from playground import comm
 from playground.launch import device, run
 from playground.launch_cli import cli
-from playground.memory import SavedActivations, storage_bytes
-from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
+from playground.model import ModelConfig, build_model, synthetic_batch
 from playground.pipeline_parallel.stage_link import StageLink, boundary_shapes
-from playground.pipeline_parallel.device_clock import DEFAULT_DEVICE_TIME_S, DeviceClock
+from playground.pipeline_parallel.device_clock import DEFAULT_DEVICE_TIME_S
 from playground.pipeline_parallel.schedules import (action_chunk, check_schedule_args, measured_bubble,
                                                     schedule_actions, stage_bounds)
-from playground.pipeline_parallel.split_backward import backward_input, backward_weight, record_taps
+from playground.pipeline_parallel.stage_work import StageWork
 from playground.pipeline_parallel.torch_schedules import (TORCH_ONLY, make_groups, run_torch_schedule,
                                                           torch_pieces)
 
-__all__ = ["PipeSpec", "DEFAULT_DEVICE_TIME_S", "pipeline_worker", "run_pipeline", "stage_of"]
+__all__ = ["PipeSpec", "DEFAULT_DEVICE_TIME_S", "pipeline_worker", "run_pipeline", "run_actions", "stage_of"]
 
 @dataclass(frozen=True)
 class PipeSpec:
@@ -107,8 +104,30 @@ def _stage_state(model, bounds, pieces, what: str) -> dict:
     return out
 
 
+def run_actions(actions, stage: StageWork, links: list[StageLink]) -> None:
+    """Execute one rank's schedule: each action receives, computes, and sends.
+
+    ``links[v]`` talks to the neighbours of the rank's chunk v; ``stage`` does the compute
+    (and, out of sight, the timing and counting the chapter measures)."""
+    for action in actions:
+        op, i, v = action[0], action[1], action_chunk(action)
+        link = links[v]
+        if op == "F":    # forward: input from the previous stage (or tokens), output to the next
+            x = stage.inputs[i] if stage.is_first(v) else link.recv_activation()
+            y = stage.forward(x, action)
+            if not stage.is_last(v):
+                link.send_activation(y)
+        elif op == "B":  # backward: the output's gradient in, the input's gradient back
+            g = None if stage.is_last(v) else link.recv_grad()
+            gx = stage.backward(g, action)
+            if not stage.is_first(v):
+                link.send_grad(gx)
+        else:            # "W" (zero bubble): micro-batch i's weight gradients, deferred
+            stage.weight(action)
+
+
 def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
-    """Rank k's part of one step with this package's own schedule.
+    """Rank k's part of one step with this package's own schedule: set up, run, report.
 
     The rank holds V pieces of the chain (V = 1 but for the interleaved schedule): piece
     c = v·K + k receives from the rank of piece c-1 and sends to the rank of piece c+1."""
@@ -116,7 +135,6 @@ def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
     pieces = [v * K + k for v in range(V)]
     first, last = 0, K * V - 1                      # the pieces that read tokens / compute the loss
     chunk = [stage_of(model, bounds, c) for c in pieces]
-    params = [p for module in chunk for p in module.parameters()]
     inputs = [t.clone() for t in batch[0].chunk(M)]
     targets = [t.clone() for t in batch[1].chunk(M)]
     key = (spec.cfg, spec.dtype, tuple(bounds), tuple(inputs[0].shape))
@@ -128,86 +146,15 @@ def _run_schedule(spec: PipeSpec, k: int, model, bounds, batch, dev) -> dict:
                        in_shape=shapes[c][0], in_dtype=shapes[c][1],
                        out_shape=shapes[c + 1][0], out_dtype=shapes[c + 1][1], device=dev)
              for c in pieces]
-    split = spec.schedule == "zb"               # B: input gradient only; W: weights, later
-    clock = DeviceClock(dev, spec.device_time_s, spec.batch_size, split)
-    flops = {"F": 0, "B": 0, "W": 0}
-    events, saved, kept, stash, waiting, for_w = [], [], {}, {}, {}, []
-    live = peak = 0
-    loss_total = torch.zeros((), device=dev)
-
-    def forward(x, m, v):
-        y = chunk[v](x)
-        return loss_fn(y, targets[m]) / M if pieces[v] == last else y  # 1/M: mean over the batch
-
+    stage = StageWork(spec, chunk, pieces, first, last, inputs, targets, dev)
     with comm.count() as moved:
         dist.barrier()
-        clock.start()
-        for action in schedule_actions(spec.schedule, K, M, k, V):
-            op, m, v = action[0], action[1], action_chunk(action)
-            is_first, is_last, link = pieces[v] == first, pieces[v] == last, links[v]
-            counter = FlopCounterMode(display=False) if spec.count_flops else nullcontext()
-            if op == "F":
-                x = inputs[m] if is_first else link.recv_activation()
-                if not is_first and not spec.recompute:
-                    x.requires_grad_()
-                started = clock.now()
-                held = SavedActivations(exclude=params)  # its __enter__ returns None
-                with (counter, held, torch.no_grad() if spec.recompute else nullcontext(),
-                      record_taps(chunk[v]) if split else nullcontext() as taps):
-                    y = forward(x, m, v)
-                ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
-                if is_last:
-                    loss_total += y.detach()
-                else:
-                    link.send_activation(y)
-                stash[m, v] = (x, None if spec.recompute else y, taps)
-                saved.append(held.bytes)
-                kept[m, v] = storage_bytes([x]) if spec.recompute else held.bytes
-                live += kept[m, v]
-                peak = max(peak, live)
-            elif op == "B":
-                g = None if is_last else link.recv_grad()
-                x, y, taps = stash.pop((m, v))
-                started = clock.now()
-                with counter:
-                    if spec.recompute:
-                        x = x.detach().requires_grad_(not is_first)
-                        held = SavedActivations(exclude=params)
-                        with held:
-                            y = forward(x, m, v)
-                        peak = max(peak, live + held.bytes)  # one micro-batch, materialised again
-                    if split:  # keeps the graph and the gradients at its taps for W
-                        gx, tap_grads = backward_input(y, g, None if is_first else x, taps)
-                        waiting[m, v] = (taps, tap_grads, storage_bytes(tap_grads))
-                    else:
-                        torch.autograd.backward(y, g)
-                        gx = x.grad
-                ended = clock.pad(started, op, x.shape[0], spec.recompute, 1 / V)
-                if not is_first:
-                    link.send_grad(gx)
-                if split:  # activations stay until W, with the gradients W starts from
-                    for_w.append(waiting[m, v][2])
-                    live += for_w[-1]
-                    peak = max(peak, live)
-                else:
-                    live -= kept[m, v]
-            else:  # "W": the weight gradients of micro-batch m, whose B ran earlier
-                taps, tap_grads, nbytes = waiting.pop((m, v))
-                started = clock.now()
-                with counter:
-                    backward_weight(taps, tap_grads)
-                ended = clock.pad(started, op, inputs[m].shape[0], False, 1 / V)
-                live -= kept[m, v] + nbytes
-            if spec.count_flops:
-                flops[op] += counter.get_total_flops()
-            events.append((op, m, started, ended) + tuple(action[2:]))
+        stage.clock.start()
+        run_actions(schedule_actions(spec.schedule, K, M, k, V), stage, links)
         for link in links:
             link.drain()
-    torch.optim.SGD(params, lr=spec.lr).step()  # grads were None before the step, as in train_step
-    return {"events": events, "saved_bytes": saved, "kept_bytes": list(kept.values()), "w_input_bytes": for_w,
-            "peak_bytes": peak, "overruns": clock.overruns, "emulated": clock.per_example is not None,
-            "flops": flops, "traffic": moved.summary(),
-            "loss": loss_total.item() if last in pieces else None}
+    torch.optim.SGD(stage.params, lr=spec.lr).step()  # grads were None before, as in train_step
+    return stage.result(moved.summary())
 
 
 _SHAPES: dict = {}

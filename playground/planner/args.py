@@ -16,6 +16,7 @@ import json
 import math
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 
 from playground import hardware
@@ -23,11 +24,13 @@ from playground.planner.architecture import Model
 from playground.planner.capacity import DEFAULT_SEQ_LEN
 from playground.planner.errors import PlanError
 from playground.planner.hf_config import read_hf_config
-from playground.planner.layout import Cluster
+from playground.planner.layout import Cluster, Efficiency
 from playground.planner.presets import preset, preset_names
+from playground.planner.step_range import SETTINGS
 
 __all__ = ["parse_number", "planner_parser", "glue_negative_values", "resolve_model", "layout_knobs",
-           "number", "whole", "cluster_from_args", "run_command"]
+           "number", "whole", "cluster_from_args", "run_command", "efficiency_from_args", "efficiency_in_use",
+           "efficiency_line", "efficiency_note", "unstated_from_args"]
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15,
            "ki": 2 ** 10, "mi": 2 ** 20, "gi": 2 ** 30, "ti": 2 ** 40}
@@ -141,6 +144,12 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "(0-1; default: predicted, or 0.40 without --gpus)")
     s.add_argument("--achieved-tflops", metavar="TF", help="assume this executed TFLOP/s per GPU instead, "
                    "recomputation included (default: predicted)")
+    s.add_argument("--efficiency", metavar="FILE", help="take the efficiency constants a benchmark measured "
+                   "from its results file (python -m playground.bench gemm --out FILE); the report says which "
+                   "(default: the sourced constants of planner.layout.Efficiency)")
+    s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
+                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel; step-time's range "
+                   "spans every value each can take (default: none; the constants' sourced spread is always spanned)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
     s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
     f = p.add_argument_group("failures (optional: expected interruptions, checkpoint interval, goodput)")
@@ -221,6 +230,19 @@ def layout_knobs(opts) -> dict:
     return {k: v for k, v in knobs.items() if v is not None}
 
 
+def unstated_from_args(opts) -> tuple[str, ...]:
+    """``--unstated vpp,micro-batch`` -> ("vpp", "micro_batch"), each checked against what can vary."""
+    text = getattr(opts, "unstated", None)
+    if not text:
+        return ()
+    fields = tuple(f.strip().replace("-", "_") for f in text.split(",") if f.strip())
+    bad = [f for f in fields if f not in SETTINGS]
+    if bad:
+        raise PlanError(f"--unstated: cannot vary {', '.join(bad)}; choose from "
+                        + ", ".join(k.replace("_", "-") for k in SETTINGS))
+    return fields
+
+
 def glue_negative_values(argv: list[str]) -> list[str]:
     """``--params -7B`` -> ``--params=-7B``, so a negative number is reported as one, not as a flag."""
     out = []
@@ -236,6 +258,38 @@ def glue_negative_values(argv: list[str]) -> list[str]:
 def cluster_from_args(opts) -> Cluster:
     gbs = lambda k: None if number(opts, k) is None else number(opts, k) * 1e9  # noqa: E731
     return Cluster.of(opts.gpu, whole(opts, "gpus-per-node"), gbs("nvlink-gbs"), gbs("network-gbs"))
+
+
+def efficiency_from_args(opts) -> Efficiency | None:
+    """The ``Efficiency`` of ``--efficiency FILE`` (measured constants from a results file), or None."""
+    path = getattr(opts, "efficiency", None)
+    return None if path is None else Efficiency.from_results(path)
+
+
+@contextmanager
+def efficiency_in_use(eff: Efficiency | None):
+    """Every step-time prediction made inside uses ``eff`` (``plan`` and ``search`` call
+    ``step_time.predict`` with its default constants); nothing changes when ``eff`` is None."""
+    from playground.planner import step_time
+    saved = step_time.predict.__defaults__
+    if eff is not None:
+        step_time.predict.__defaults__ = (eff,) + saved[1:]
+    try:
+        yield
+    finally:
+        step_time.predict.__defaults__ = saved
+
+
+def efficiency_note(eff: Efficiency) -> dict:
+    """What a report says of measured constants: the file and each value taken from it."""
+    return {"path": eff.sources["measured_from"]["path"],
+            "constants": {k: getattr(eff, k) for k in eff.measured}}
+
+
+def efficiency_line(note: dict) -> str:
+    """The one report line naming the constants that came from ``--efficiency FILE``."""
+    taken = ", ".join(f"{k} {v:.4g}" for k, v in note["constants"].items())
+    return f"efficiency {taken} measured, from {note['path']}; the other constants: the defaults"
 
 
 def run_command(name: str, argv, compute, show) -> int:

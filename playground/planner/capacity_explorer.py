@@ -13,7 +13,7 @@ from playground.planner.memory import FRAGMENTATION, FRAMEWORK_BYTES
 from playground.planner.replay import plan_json
 from playground.plotting import COLORS, new_figure
 
-__all__ = ["explorer", "explorer_figure", "MFU"]
+__all__ = ["explorer", "explorer_figure", "MFU", "START"]
 
 MFU = 0.40  # the explorer's starting MFU, the planner's default
 
@@ -47,36 +47,65 @@ def explorer_figure(params=70e9, tokens=1.4e12, gpus=1024, mfu=MFU, gpu="H100", 
     return fig, p
 
 
+# the explorer's choices: every value the text uses is one of them exactly, so a slider never
+# rounds its starting value (a rounded value would fire a second, blank redraw)
+PARAMS = [1e9, 3e9, 7e9, 8e9, 13e9, 30e9, 70e9, 175e9, 405e9, 1e12]
+TOKENS = [1e11, 3e11, 1e12, 1.4e12, 2e12, 3.5e12, 7e12, 15e12, 30e12]
+GPUS = [int(2 ** k) for k in range(3, 16)]
+MFUS = [round(0.05 * k, 2) for k in range(1, 21)]
+START = {"params": 70e9, "tokens": 1.4e12, "gpus": 1024, "mfu": MFU, "gpu": "H100", "zero_stage": 1,
+         "recompute": "selective"}  # the text's plan (chapter 5, figures/capacity_explorer.png)
+
+
+def _label(x: float) -> str:
+    return f"{x / 1e12:g}T" if x >= 1e12 else f"{x / 1e9:g}B"
+
+
 def explorer():
-    """An ipywidgets explorer: model size, tokens, GPUs, MFU -> days, GPU-hours, memory, layout."""
+    """An ipywidgets explorer: model size, tokens, GPUs, MFU -> days, GPU-hours, memory, layout.
+
+    It draws the text's plan at once, and again whenever a control moves; ``box.current`` holds
+    the values, the plan and the figure last drawn (for tests and for a reader's own cells)."""
     import ipywidgets as w
     import matplotlib.pyplot as plt
     from IPython.display import display
 
     from playground.planner.cli import report
-    style = {"description_width": "110px"}
-    controls = {
-        "params": w.FloatLogSlider(value=70e9, base=10, min=9, max=12.5, step=0.05,
-                                   description="parameters", style=style),
-        "tokens": w.FloatLogSlider(value=1.4e12, base=10, min=10, max=13.5, step=0.05,
-                                   description="tokens", style=style),
-        "gpus": w.SelectionSlider(options=[int(2 ** k) for k in range(3, 16)], value=1024,
-                                  description="GPUs", style=style),
-        "mfu": w.FloatSlider(value=MFU, min=0.05, max=1.0, step=0.05, description="MFU", style=style),
-        "gpu": w.Dropdown(options=hardware.gpu_names(), value="H100", description="GPU", style=style),
-        "zero_stage": w.Dropdown(options=[0, 1, 2, 3], value=1, description="ZeRO stage", style=style),
-        "recompute": w.Dropdown(options=["none", "selective", "full"], value="selective",
-                                description="recompute", style=style),
-    }
-    out = w.Output()
+    style = {"description_width": "initial"}
+    wide = w.Layout(width="360px")
 
-    def update(**kw):
+    def slider(options, value, description):
+        return w.SelectionSlider(options=options, value=value, description=description, style=style,
+                                 layout=wide, continuous_update=False)
+
+    controls = {
+        "params": slider([(_label(x), x) for x in PARAMS], START["params"], "parameters"),
+        "tokens": slider([(_label(x), x) for x in TOKENS], START["tokens"], "tokens"),
+        "gpus": slider(GPUS, START["gpus"], "GPUs"),
+        "mfu": slider([(f"{x:.2f}", x) for x in MFUS], START["mfu"], "MFU"),
+        "gpu": w.Dropdown(options=hardware.gpu_names(), value=START["gpu"], description="GPU", style=style,
+                          layout=wide),
+        "zero_stage": w.Dropdown(options=[0, 1, 2, 3], value=START["zero_stage"], description="ZeRO stage",
+                                 style=style, layout=wide),
+        "recompute": w.Dropdown(options=["none", "selective", "full"], value=START["recompute"],
+                                description="recompute", style=style, layout=wide),
+    }
+    out = w.Output(layout=w.Layout(width="100%"))
+    names = list(controls)
+    box = w.VBox([w.HBox([w.VBox([controls[k] for k in names[:4]]), w.VBox([controls[k] for k in names[4:]])]),
+                  out])
+
+    def draw(_change=None):
+        values = {k: c.value for k, c in controls.items()}
+        fig, p = explorer_figure(**values)
+        box.current = {"values": values, "plan": p, "figure": fig}
         with out:
             out.clear_output(wait=True)
-            fig, p = explorer_figure(**kw)
             print(report(p))
             display(fig)
-            plt.close(fig)
+        plt.close(fig)
 
-    w.interactive_output(update, controls)
-    return w.HBox([w.VBox(list(controls.values())), out])  # a cell's last value: JupyterLab shows it
+    for control in controls.values():
+        control.observe(draw, names="value")
+    draw()  # the first view: drawn now, from the text's values, before any control moves
+    return box  # a cell's last value: JupyterLab shows it

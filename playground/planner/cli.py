@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import textwrap
 
-from playground.planner.args import cluster_from_args, layout_knobs, number, resolve_model, run_command, whole
+from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_in_use, efficiency_line,
+                                     efficiency_note, layout_knobs, number, resolve_model, run_command, whole)
 from playground.planner.capacity import plan
 from playground.planner.errors import PlanError
 from playground.planner.layout import Layout
@@ -31,7 +32,15 @@ def _gib(x) -> str:
 
 
 def plan_from_args(opts) -> dict:
-    """``plan(...)`` for parsed flags."""
+    """``plan(...)`` for parsed flags; with ``--efficiency FILE`` its measured constants, named under
+    ``efficiency_from``."""
+    eff = efficiency_from_args(opts)
+    with efficiency_in_use(eff):
+        result = _plan(opts)
+    return result if eff is None else {**result, "efficiency_from": efficiency_note(eff)}
+
+
+def _plan(opts) -> dict:
     n = lambda k: number(opts, k)  # noqa: E731
     top = whole(opts, "top")
     knobs = layout_knobs(opts)
@@ -120,6 +129,8 @@ def report(p: dict, ranked: bool = False) -> str:
                              f"MFU {r['mfu']:.3f}, {_gib(r['memory']['total'])}")
                 if "beats_next" in r:
                     lines.append(f"     beats #{r['rank'] + 1}: {r['beats_next']}")
+    if p.get("efficiency_from"):
+        lines.append(efficiency_line(p["efficiency_from"]))
     lines += [f"note       {x}" for x in p["notes"]]
     lines += [f"WARNING    {w}" for w in p["warnings"]]
     return "\n".join(_wrapped(line) for line in lines)

@@ -13,13 +13,14 @@ runs (the step-time validation's); ``Layout.today`` applies what is trained toda
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from playground import hardware
 from playground.planner.architecture import Model
+from playground.planner.efficiency import EFFICIENCY, MEASURED, Efficiency
 from playground.planner.errors import PlanError
 
-__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "RECOMPUTE", "DTYPES", "check_layout",
+__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "DTYPES", "check_layout",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -104,29 +105,6 @@ class Layout:
         return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}"
 
 
-@dataclass(frozen=True)
-class Efficiency:
-    """The model's only free constants: what fraction of a datasheet number real kernels reach."""
-    gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
-    hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
-    link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
-    kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
-    latency_s: float = 10e-6  # per ring step of a collective / per p2p message
-    tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
-    optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step
-    sources: dict = field(default_factory=lambda: {
-        "gemm": "assumed: large cuBLAS fp16/bf16 GEMMs reach roughly 70-90% of dense peak; NVIDIA's "
-                "Matrix Multiplication Background guide explains the gap (tile and wave quantization); "
-                "0.80 is the middle of that range, not fitted to any published row",
-        "hbm": "assumed: streaming element-wise kernels reach roughly 80% of datasheet HBM bandwidth",
-        "link": "assumed: NCCL all-reduce bus bandwidth (nccl-tests PERFORMANCE.md) reaches roughly 80% "
-                "of the NVLink or InfiniBand line rate at large messages",
-        "kernel_s": "assumed: a CUDA launch plus framework dispatch costs a few microseconds per kernel",
-        "latency_s": "assumed: one ring step or point-to-point message costs ~10 microseconds of latency",
-    }, compare=False)
-
-
-EFFICIENCY = Efficiency()
 
 
 # ----------------------------------------------------------------------------- pipeline stages

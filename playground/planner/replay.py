@@ -2,7 +2,8 @@
 
 ``published_table`` and ``published_flops_table`` replay each run of ``published_runs`` through the
 capacity plan; ``validation_table`` replays each layout of ``published_layouts`` through the
-step-time model, and ``tp_sweep`` / ``microbatch_sweep`` vary one knob of Narayanan et al.'s
+step-time model, ``range_table`` the same with the range over what each source leaves unstated,
+``stack_table`` the rows of today's stacks (``published_stacks``) likewise, and ``tp_sweep`` / ``microbatch_sweep`` vary one knob of Narayanan et al.'s
 GPT-145B row.  The figures of ``playground.figures.capacity`` and ``.throughput`` draw these tables.
 """
 
@@ -14,10 +15,12 @@ from playground.planner.costs import Cluster, Layout, Model
 from playground.planner.capacity import plan
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
+from playground.planner.published_stacks import STACK_RUNS, published_metric
+from playground.planner.step_range import SETTINGS, predict_range
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "SOURCES", "GPT145", "A100"]
+           "microbatch_sweep", "range_table", "stack_table", "tornado_rows", "UNSTATED", "SOURCES", "GPT145", "A100"]
 
 
 # ----------------------------------------------------------------------------- the capacity plan
@@ -97,3 +100,70 @@ def microbatch_sweep(batches=(128, 512), sizes=(1, 2, 4, 8, 16), model=GPT145) -
     return {B: [{"b": b, **{k: v for k, v in predict(model, A100, Layout(8, 8, 1, b, B)).items()
                             if k in ("tflops_per_gpu", "bubble_fraction", "gemm_efficiency")}}
                 for b in sizes] for B in batches}
+
+
+# what each source of the validation set leaves unstated (its docstring in published_layouts says
+# what the rows assume instead): the range of each row spans these and the constants' spread
+UNSTATED = {"Narayanan Table 1: GPT 1.7B-1T, A100": ("vpp",),
+            "Narayanan Table 2: PTD-P 175B/530B, A100": ("vpp",),
+            "Korthikanti Table 5: 22B-1T, A100": (),
+            "Llama 3 405B, H100 (Dubey Table 4)": ("vpp", "recompute"),
+            "BLOOM 176B, A100 (BigScience tr11; outlier)": (),
+            "MT-NLG 530B, A100 (outlier)": ("vpp",)}
+
+
+def range_table() -> list[dict]:
+    """Each published layout: the published TFLOP/s, the prediction and the range it spans over the
+    source's unstated settings and the constants' spread, and whether the published value is inside."""
+    rows = []
+    for row, base in zip(ALL_LAYOUTS, validation_table()):
+        label = SOURCES[base["source"]][0]
+        r = predict_range(row.model, Cluster.of(row.gpu), row.layout, UNSTATED[label])
+        key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
+        lo_s, hi_s = r["step_time_range_s"]
+        low, high = r[key] * r["step_time_s"] / hi_s, r[key] * r["step_time_s"] / lo_s
+        rows.append({**base, "stack": label, "unstated": UNSTATED[label], "low": low, "high": high,
+                     "inside": low <= row.tflops_per_gpu <= high,
+                     "ratio_range": (low / row.tflops_per_gpu, high / row.tflops_per_gpu)})
+    return rows
+
+
+def stack_table() -> list[dict]:
+    """Each run of today's stacks: predicted / published throughput, its range, inside or not."""
+    rows = []
+    for row in STACK_RUNS:
+        varied = tuple(f for f in row.unstated if f in SETTINGS)   # a batch the source omits stays as read
+        r = predict_range(row.model, Cluster.of(row.gpu), row.layout, varied)
+        metric, predicted, published, ratio = published_metric(row, r)
+        lo_s, hi_s = r["step_time_range_s"]
+        low, high = ratio * r["step_time_s"] / hi_s, ratio * r["step_time_s"] / lo_s
+        rows.append({"name": row.name, "stack": row.stack, "gpu": row.gpu, "gpus": row.layout.gpus,
+                     "layout": row.layout.describe(), "metric": metric, "published": published,
+                     "predicted": predicted, "ratio": ratio, "ratio_range": (low, high),
+                     "inside": low <= 1.0 <= high, "unstated": row.unstated, "note": row.note,
+                     "misfit": row.memory_misfit})
+    return rows
+
+
+def tornado_rows() -> list[dict]:
+    """The sensitivity chapter 6 draws: three published rows, each factor moved alone (``tornado``),
+    as predicted throughput relative to the nominal, with the published value on the same scale."""
+    from playground.planner.step_range import tornado
+    picks = [(next(r for r in ALL_LAYOUTS if r.name == "Llama 3 405B, 8,192 GPUs"), ("vpp", "recompute")),
+             (next(r for r in ALL_LAYOUTS if r.name == "GPT 174.6B PTD-P, 384 GPUs"), ("vpp",)),
+             (next(r for r in STACK_RUNS if r.name == "Llama 3.1 70B, FSDP 32 TP 8"), None)]
+    out = []
+    for row, unstated in picks:
+        unstated = tuple(f for f in (row.unstated if unstated is None else unstated) if f in SETTINGS)
+        cluster = Cluster.of(row.gpu)
+        nominal = predict(row.model, cluster, row.layout)
+        if hasattr(row, "stack"):
+            published = published_metric(row, nominal)[3]  # predicted / published throughput
+        else:
+            key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
+            published = nominal[key] / row.tflops_per_gpu
+        bars = [{"factor": t["factor"], "values": t["values"],
+                 "relative": tuple(nominal["step_time_s"] / s for s in t["step_time_s"])}
+                for t in tornado(row.model, cluster, row.layout, unstated)]
+        out.append({"name": row.name, "unstated": unstated, "bars": bars, "published_relative": 1 / published})
+    return out

@@ -8,18 +8,28 @@ planner's (``playground.planner.args``); bad input: one line on stderr and exit 
 
 from __future__ import annotations
 
-from playground.planner.args import cluster_from_args, layout_knobs, number, resolve_model, run_command, whole
+from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_in_use, efficiency_line,
+                                     efficiency_note, layout_knobs, number, resolve_model, run_command,
+                                     unstated_from_args, whole)
 from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, DEFAULT_SEQ_LEN, infer_architecture
 from playground.planner.errors import PlanError
-from playground.planner.layout import Layout
+from playground.planner.layout import EFFICIENCY, Layout
 from playground.planner.layout_search import search
-from playground.planner.step_time import predict
+from playground.planner.step_range import predict_range
 
 __all__ = ["predict_from_args", "report", "main"]
 
 
 def predict_from_args(opts) -> dict:
-    """The prediction (or, with ``--search``, the ranked layouts) for parsed planner flags."""
+    """The prediction (or, with ``--search``, the ranked layouts) for parsed planner flags; with
+    ``--efficiency FILE`` its measured constants, named under ``efficiency_from``."""
+    eff = efficiency_from_args(opts)
+    with efficiency_in_use(eff):
+        result = _predict(opts, eff or EFFICIENCY)
+    return result if eff is None else {**result, "efficiency_from": efficiency_note(eff)}
+
+
+def _predict(opts, eff) -> dict:
     model = resolve_model(opts)
     if model is None:
         params = number(opts, "params")
@@ -34,7 +44,10 @@ def predict_from_args(opts) -> dict:
         tokens = number(opts, "global-batch-tokens") or DEFAULT_GLOBAL_BATCH
         seqs = max(1, round(tokens / model.seq_len))
     knobs = layout_knobs(opts)
+    unstated = unstated_from_args(opts)
     if opts.search:
+        if unstated:
+            raise PlanError("--unstated gives one layout's range; it does not combine with --search")
         if gpus is None:
             raise PlanError("--search needs --gpus")
         return search(model, cluster, gpus, seqs, top=whole(opts, "top") or 5, **knobs)
@@ -43,10 +56,16 @@ def predict_from_args(opts) -> dict:
         raise PlanError("give --dp or --gpus (or --search)")
     tp, pp = degrees.get("tp", 1), degrees.get("pp", 1)
     dp = degrees.get("dp") or max(1, gpus // (tp * pp * knobs.get("cp", 1)))
-    return predict(model, cluster, Layout.today(tp, pp, dp, global_batch=seqs, **knobs), gpus=gpus)
+    layout = Layout.today(tp, pp, dp, global_batch=seqs, **knobs)
+    return predict_range(model, cluster, layout, unstated, eff, gpus=gpus)
 
 
 def report(r: dict, opts=None) -> str:
+    text = _report(r)
+    return text if "efficiency_from" not in r else text + "\n" + efficiency_line(r["efficiency_from"])
+
+
+def _report(r: dict) -> str:
     if "ranked" in r:
         lines = [f"{r['considered']:,} layouts of {r['gpus']:,} {r['gpu']}s for a batch of {r['global_batch']:,} "
                  f"sequences; {r['too_big']:,} do not fit in memory, {r['fit']:,} do"]
@@ -62,10 +81,18 @@ def report(r: dict, opts=None) -> str:
              f"step     {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
              f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU ({r['model_tflops_per_gpu']:.0f} model), "
              f"MFU {r['mfu']:.3f}, HFU {r['hfu']:.3f}",
+             _range_line(r),
              f"memory   {mem['total'] / 2 ** 30:.1f} GiB of {mem['usable'] / 2 ** 30:.1f} GiB usable "
              f"({mem['capacity'] / 2 ** 30:.1f} GiB on the GPU)" + ("" if mem["fits"] else "  (does NOT fit)")]
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
     return "\n".join(lines)
+
+
+def _range_line(r: dict) -> str:
+    (lo, hi), (t_lo, t_hi), (m_lo, m_hi) = r["step_time_range_s"], r["tokens_per_s_range"], r["mfu_range"]
+    over = ", ".join(["the constants' spread"] + [f.replace("_", "-") for f in r["range_from"]["unstated"]])
+    return (f"range    {lo:.3f}-{hi:.3f} s, {t_lo:,.0f}-{t_hi:,.0f} tokens/s, MFU {m_lo:.3f}-{m_hi:.3f}\n"
+            f"         over {over}")
 
 
 def main(argv=None) -> int:

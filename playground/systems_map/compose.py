@@ -261,10 +261,9 @@ def report(values: list[dict], cfg: ModelConfig | None = None) -> tuple[str, boo
         equal = all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(r0["losses"], r0["reference_losses"]))
         ok &= same and equal
         lines.append(f"{key}: losses {[round(x, 4) for x in r0['losses']]}, single-process "
-                     f"{[round(x, 4) for x in r0['reference_losses']]}: "
-                     f"equal (to 1e-5 relative): {equal}; "
-                     f"identical on all ranks: {same}")
-        lines += [f"   {v[key]['label']:32s} calls {v[key]['all']['calls']}" for v in values]
+                     f"{[round(x, 4) for x in r0['reference_losses']]}")
+        lines.append(f"   equal (to 1e-5 relative): {equal}; identical on all ranks: {same}")
+        lines += [f"   {v[key]['label']:28s} calls {v[key]['all']['calls']}" for v in values]
         if all("pytorch" in v[key] for v in values):
             text, held = (pytorch_report if key == "dp_tp" else pytorch_pp_report)(
                 [v[key]["pytorch"] for v in values])
@@ -279,7 +278,7 @@ def report(values: list[dict], cfg: ModelConfig | None = None) -> tuple[str, boo
     predicted = pp["batch"] // pp["dp"] * s * h * e
     counted = sorted({v["dp_pp"]["all"]["sent_bytes"] // pp["steps"] for v in values})
     ok &= counted == [predicted]
-    lines.append(f"DPxPP bytes sent per rank per step: (b/dp)·s·h·e = {predicted:,} B; "
+    lines.append(f"DPxPP bytes sent per rank per step: (b/d)·s·h·q = {predicted:,} B; "
                  f"counted {counted}")
     return "\n".join(lines), ok
 

@@ -149,9 +149,9 @@ def pytorch_report(theirs: list[dict]) -> tuple[str, bool]:
     t = theirs[0]
     held = all(r["max_loss_diff"] < 1e-5 and r["max_param_diff"] < 1e-5 for r in theirs)
     return (f"   PyTorch: DeviceMesh {t['mesh']} of {'x'.join(map(str, t['mesh_shape']))}, DTensor TP "
-            f"on tp, FSDP2 on dp (fc1 weight: {', '.join(t['fc1_placements'])})\n"
-            f"   ours == PyTorch, losses and all {t['params_checked']} parameter tensors (assert_close, "
-            f"largest difference < 1e-5), every rank: {held}"), held
+            f"on tp, FSDP2 on dp\n   (fc1 weight: {', '.join(t['fc1_placements'])})\n"
+            f"   ours == PyTorch, losses and all {t['params_checked']} parameter tensors\n"
+            f"   (assert_close, largest difference < 1e-5), every rank: {held}"), held
 
 
 def pytorch_pp_report(theirs: list[dict]) -> tuple[str, bool]:
@@ -160,6 +160,6 @@ def pytorch_pp_report(theirs: list[dict]) -> tuple[str, bool]:
     held = all(r["max_loss_diff"] < 1e-5 and r["max_param_diff"] < 1e-5 for r in theirs)
     total = sum(r["params_checked"] for r in theirs) // t["dp"]  # each stage counted once
     return (f"   PyTorch: DeviceMesh {t['mesh']} of {'x'.join(map(str, t['mesh_shape']))}, "
-            f"pipelining {t['schedule']} ({t['micro_batches']} micro-batches) on pp, FSDP2 on dp\n"
-            f"   ours == PyTorch, losses and all {total} parameter tensors (assert_close, "
-            f"largest difference < 1e-5), every rank: {held}"), held
+            f"pipelining\n   {t['schedule']} ({t['micro_batches']} micro-batches) on pp, FSDP2 on dp\n"
+            f"   ours == PyTorch, losses and all {total} parameter tensors\n"
+            f"   (assert_close, largest difference < 1e-5), every rank: {held}"), held

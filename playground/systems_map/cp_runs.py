@@ -143,8 +143,8 @@ def bytes_report(ranks: list[dict], case: dict) -> tuple[str, bool]:
     handed in (the ring: sent) forward and backward, beside the formula, then the wire bytes
     sent per rank the formulas give.  Returns (table, every rank's count equal to its formula)."""
     n = len(ranks)
-    lines = ["algorithm  | counted fwd (B) | formula | counted bwd (B) | formula | "
-             "wire sent fwd+bwd (B) | score tiles per rank"]
+    lines = ["payload handed in (ring: sent), B; wire = sent fwd+bwd, B; tiles per rank",
+             "algorithm  | fwd counted | formula | bwd counted | formula |    wire | tiles"]
     match = True
     for algorithm in ranks[0]:
         pred = predicted(algorithm, case, n)
@@ -152,10 +152,10 @@ def bytes_report(ranks: list[dict], case: dict) -> tuple[str, bool]:
         bwd = {_measured(r[algorithm]["backward"], algorithm) for r in ranks}
         match &= fwd == {pred["forward_payload"]} and bwd == {pred["backward_payload"]}
         tiles = [r[algorithm]["tiles"] for r in ranks]
-        lines.append(f"{algorithm:<10} | {'/'.join(map(str, sorted(fwd))):>15} | "
-                     f"{pred['forward_payload']:>7} | {'/'.join(map(str, sorted(bwd))):>15} | "
-                     f"{pred['backward_payload']:>7} | {pred['step']:>21} | "
-                     f"{tiles if tiles[0] is not None else 'all heads/n, full causal'}")
+        lines.append(f"{algorithm:<10} | {'/'.join(map(str, sorted(fwd))):>11} | "
+                     f"{pred['forward_payload']:>7} | {'/'.join(map(str, sorted(bwd))):>11} | "
+                     f"{pred['backward_payload']:>7} | {pred['step']:>7} | "
+                     f"{tiles if tiles[0] is not None else 'a/n heads, full'}")
     lines.append(f"every rank's count == its formula: {match}")
     return "\n".join(lines), match
 
@@ -166,8 +166,8 @@ def shape_table(batch=1, heads=64, kv_heads=8, seq_len=131072, head_dim=128, dty
     the three formulas, for a Llama-3-70B-like attention (GQA: 64 query, 8 key/value heads)."""
     case = dict(batch=batch, heads=heads, kv_heads=kv_heads, seq_len=seq_len, head_dim=head_dim,
                 dtype=dtype)
-    lines = [f"b={batch}, s={seq_len}, a={heads}, a_kv={kv_heads}, d={head_dim}, {dtype}: "
-             "MB sent per rank per layer (fwd + bwd)",
+    lines = [f"b={batch}, s={seq_len}, a={heads}, a_kv={kv_heads}, d_h={head_dim}, {dtype}:",
+             "MB sent per rank per layer (fwd + bwd), accounted",
              "  CP | ring (K,V blocks) | all-gather K,V | Ulysses all-to-all"]
     for n in cp_degrees:
         cells = []

@@ -77,8 +77,8 @@ def link_report(ranks: list[dict], ranks_per_node: int) -> tuple[str, bool]:
     dropless = case.get("capacity_factor") is None
     lines = [f"{'dropless' if dropless else 'capacity factor ' + str(case['capacity_factor'])}, "
              f"{n // ranks_per_node} nodes x {ranks_per_node} ranks",
-             "rank | intra fwd (B) | formula | inter fwd (B) | formula | intra bwd | inter bwd | "
-             "rows (slots) to other node"]
+             "bytes sent; away: share of rows (slots) to the other node",
+             "rank | intra fwd | formula | inter fwd | formula | intra bwd | inter bwd | away"]
     match = True
     for rank, got in enumerate(ranks):
         pred = predicted_link_bytes(rank, n, ranks_per_node, got["send_rows"], got["recv_rows"],
@@ -88,12 +88,12 @@ def link_report(ranks: list[dict], ranks_per_node: int) -> tuple[str, bool]:
         node = rank // ranks_per_node
         away = sum(r for p, r in enumerate(got["send_rows"]) if p // ranks_per_node != node)
         links = got["links"]
-        lines.append(f"{rank:>4} | {links['forward']['intra']:>13} | {pred['forward']['intra']:>7} | "
-                     f"{links['forward']['inter']:>13} | {pred['forward']['inter']:>7} | "
+        lines.append(f"{rank:>4} | {links['forward']['intra']:>9} | {pred['forward']['intra']:>7} | "
+                     f"{links['forward']['inter']:>9} | {pred['forward']['inter']:>7} | "
                      f"{links['backward']['intra']:>9} | {links['backward']['inter']:>9} | "
                      f"{away / sum(got['send_rows']):.2f}")
-    lines.append(f"measured == formula on every link of every rank: {match}; uniform routing "
-                 f"would send {(n - ranks_per_node) / n:.2f} of the rows to the other node")
+    lines.append(f"counted == formula on every link of every rank: {match}; uniform routing")
+    lines.append(f"would send {(n - ranks_per_node) / n:.2f} of the rows to the other node")
     return "\n".join(lines), match
 
 
@@ -109,14 +109,15 @@ def balance_report(dropless: list[dict], capped: list[dict]) -> tuple[str, bool]
     assigned = sum(per_expert)
     capped_rows = [r["rows_computed"] for r in capped]
     real_capped = assigned - sum(r["dropped"] for r in capped)
-    lines = [f"assignments per expert (all ranks): {per_expert}; load imbalance max/mean = "
-             f"{max(per_expert)}/{mean:g} = {max(per_expert) / mean:.2f}",
+    lines = [f"assignments per expert (all ranks): {per_expert}",
+             f"load imbalance max/mean = {max(per_expert)}/{mean:g} = {max(per_expert) / mean:.2f}",
              f"dropless: 0 dropped; rows computed per rank {[r['rows_computed'] for r in dropless]}"
              f" (max/mean {max(r['rows_computed'] for r in dropless) * n / assigned:.2f})",
-             f"capacity factor {capped[0]['capacity_factor']} (C = {capped[0]['capacity']} per "
-             f"rank and expert): {assigned - real_capped} of {assigned} assignments dropped "
-             f"({100 * (assigned - real_capped) / assigned:.1f}%); rows computed per rank "
-             f"{capped_rows}, of which real {real_capped} of {sum(capped_rows)} "
+             f"capacity factor {capped[0]['capacity_factor']} (cap = {capped[0]['capacity']} per "
+             f"rank and expert): {assigned - real_capped} of {assigned} assignments",
+             f"dropped ({100 * (assigned - real_capped) / assigned:.1f}%); rows computed per rank "
+             f"{capped_rows}, of which",
+             f"real {real_capped} of {sum(capped_rows)} "
              f"({100 * real_capped / sum(capped_rows):.0f}%), the rest padding",
              f"dropless experts computed exactly the rows routed to them: {ok}"]
     return "\n".join(lines), ok

@@ -169,8 +169,8 @@ def bytes_report(ranks: list[dict]) -> tuple[str, bool]:
     rank.  Returns (table, every count equal to its formula)."""
     n = len(ranks)
     balanced = case_bytes(ranks[0])
-    lines = ["rank | rows out | rows in | fwd payload (B) | formula (B) | bwd payload (B) | "
-             "formula (B) | off-rank"]
+    lines = ["all-to-all payload handed in, B; off-rank: fraction of rows sent to other ranks",
+             "rank | rows out | rows in |   fwd | formula |   bwd | formula | off-rank"]
     match = True
     for rank, got in enumerate(ranks):
         pred = case_bytes(got, got["dropped"], sum(got["recv_rows"]))
@@ -179,15 +179,15 @@ def bytes_report(ranks: list[dict]) -> tuple[str, bool]:
         match &= fwd == pred["forward"] and bwd == pred["backward"]
         off = 1 - got["send_rows"][rank] / sum(got["send_rows"])
         lines.append(f"{rank:>4} | {sum(got['send_rows']):>8} | {sum(got['recv_rows']):>7} | "
-                     f"{fwd:>15} | {pred['forward']:>11} | {bwd:>15} | {pred['backward']:>11} | "
+                     f"{fwd:>5} | {pred['forward']:>7} | {bwd:>5} | {pred['backward']:>7} | "
                      f"{off:.2f}")
     mean_fwd = sum(g["forward"]["payload_bytes"]["all_to_all_single"] for g in ranks) / n
     match &= mean_fwd == balanced["forward"]
-    lines.append(f"rows dispatched per rank T·k = {ranks[0]['tokens'] * ranks[0]['top_k']}; "
-                 f"mean forward payload {mean_fwd:.0f} B vs balanced prediction "
-                 f"{balanced['forward']} B (backward {balanced['backward']} B); off-rank fraction "
-                 f"predicted {(n - 1) / n:.2f} for balanced routing")
-    lines.append(f"measured == the ep-bytes formula on every rank, and on average: {match}")
+    lines.append(f"rows dispatched per rank b·s·k = {ranks[0]['tokens'] * ranks[0]['top_k']}; "
+                 f"mean fwd payload {mean_fwd:.0f} B")
+    lines.append(f"balanced prediction {balanced['forward']} B (bwd {balanced['backward']} B); "
+                 f"off-rank {(n - 1) / n:.2f} if balanced")
+    lines.append(f"counted == the ep-bytes formula on every rank, and on average: {match}")
     return "\n".join(lines), match
 
 
@@ -199,8 +199,8 @@ def drop_report(sweep: list[dict], tokens: int, n_experts: int, top_k: int,
     Returns (table, every uniform count agrees)."""
     n = len(sweep)
     total = n * tokens * top_k
-    lines = ["  cf |   C | uniform: dropped | predicted (mean ± sd) | verdict | skewed: dropped "
-             "| balanced floor"]
+    lines = ["assignments dropped, all ranks; predicted: mean ± sd; floor: perfect balance",
+             "  cf | cap | uniform        | predicted            | verdict | skewed       | floor"]
     ok, notes = True, []
     for i, cf in enumerate(capacity_factors):
         uniform = sum(v["uniform"][i]["dropped"] for v in sweep)
@@ -209,15 +209,15 @@ def drop_report(sweep: list[dict], tokens: int, n_experts: int, top_k: int,
         agrees = drops_agree(uniform, mean, sd)
         ok &= agrees
         lines.append(f"{cf:4.2f} | {expert_capacity(tokens, n_experts, top_k, cf):>3} | "
-                     f"{uniform:>7} ({100 * uniform / total:4.1f}%) | {mean:>8.1f} ± {sd:<4.1f} "
+                     f"{uniform:>5} ({100 * uniform / total:4.1f}%) | {mean:>6.1f} ± {sd:<4.1f} "
                      f"({100 * mean / total:4.1f}%) | {'agrees' if agrees else 'DIFFERS':>7} | "
-                     f"{skewed:>6} ({100 * skewed / total:4.1f}%) | {100 * max(0, 1 - cf):4.1f}%")
+                     f"{skewed:>4} ({100 * skewed / total:4.1f}%) | {100 * max(0, 1 - cf):4.1f}%")
         full = n * (tokens * top_k - n_experts * expert_capacity(tokens, n_experts, top_k, cf))
         if sd == 0 and full > 0 and round(mean) == full:  # every expert overflows, every time
             ok &= uniform == full
-            notes.append(f"cf = {cf}, uniform router: every expert's C slots full on every rank, "
-                         f"so n(Tk - E·C) = {full} must drop; measured {uniform}. Skewed router: "
-                         f"{skewed}, more, because unpopular experts leave slots empty")
+            notes.append(f"cf = {cf}, uniform router: every expert's cap slots full on every rank,\n"
+                         f"so n(b·s·k - E·cap) = {full} must drop; counted {uniform}. Skewed router: "
+                         f"{skewed},\nmore, because unpopular experts leave slots empty")
     return "\n".join(lines + notes), ok
 
 
@@ -240,19 +240,18 @@ def map_rows(measure: bool = False, world_size: int = 4) -> list[dict]:
     formula = predicted_bytes(64, 32, 2, 2 * world_size)["step"]
     return [{
         "strategy": "EP (MoE)",
-        "replicated": "router, attention and every non-expert weight",
-        "sharded": "the experts (E/n per rank) and their optimizer state",
-        "collective": "all-to-all (dispatch + combine; reversed in backward)",
-        "bytes_per_step_formula": "all-to-all payload per MoE layer per rank (the 1/n a rank "
-                                  "addresses to itself included): 2·(A_out + A_in)·h·e + 8E, "
-                                  "A_out = T·k − dropped rows sent, A_in rows received "
-                                  "(= A_out on average) "
-                                  f"(our run: one layer, T=64, h=32, k=2, E={2 * world_size}, "
-                                  f"n={world_size}, fp32, no drops)",
+        "replicated": "router, attention, other non-expert weights; their gradients reduced "
+                      "over the e·d ranks",
+        "sharded": "the experts (E/n per rank) and their state; expert gradients reduced over "
+                   "the ranks holding the same expert",
+        "collective": "all-to-all: dispatch and combine, again backward; gradient reductions "
+                      "as in the replicated column",
+        "bytes_per_step_formula": "all-to-all payload per layer: 2(A_out + A_in)·h·q + 8E "
+                                  f"(one layer, b·s = 64, E = {2 * world_size}, fp32)",
         "bytes_predicted": formula,
         "bytes_measured": measured,
-        "link": "within a node preferred (all-to-all touches every rank of the group)",
-        "buys": "parameters grow with E at constant FLOPs per token (each token sees k experts)",
+        "link": "NVLink or network (DeepSeek-V3: 64-way over 8 nodes)",
+        "buys": "parameters grow with E at the FLOPs of k experts per token",
         "cite": "lepikhin2020gshard; fedus2021switch",
     }]
 

@@ -41,7 +41,7 @@ def key_bias_report(cfg: ModelConfig | None = None) -> str:
     """What ``key_bias_gradients`` measures, in two lines."""
     g = key_bias_gradients(cfg)
     return (f"key biases ({g['count']} values): |gradient| median {g['median']:.0e}, largest "
-            f"{g['max']:.0e} (rounding noise; median of every other parameter {g['other_median']:.0e})\n"
+            f"{g['max']:.0e} \n(rounding noise; median of every other parameter {g['other_median']:.0e})\n"
             f"first step, as a fraction of the learning rate: Adam |g|/(|g| + eps), eps = "
-            f"{g['eps']:.0e}: median {100 * g['adam_median']:.0f}%, largest "
+            f"{g['eps']:.0e}:\nmedian {100 * g['adam_median']:.0f}%, largest "
             f"{100 * g['adam_max']:.0f}%; SGD |g|: at most {g['max']:.0e} of it")

@@ -23,7 +23,7 @@ from playground.systems_map.tp_comm import ring_wire_bytes
 
 __all__ = ["measure_data_parallel", "map_rows", "map_html", "wire", "STATE_LAYOUT",
            "OTHER_ROW_MODULES", "CITE_LABEL", "map_runs", "verdicts", "LLAMA3_LAYOUTS", "layout_report",
-           "placement_explorer"]
+           "placement_explorer", "explorer_text"]
 
 # Modules that contribute their own rows (``map_rows(measure, world_size) -> list[dict]``).
 OTHER_ROW_MODULES = ("playground.systems_map.ring_attention_runs", "playground.systems_map.expert_parallel_runs")
@@ -33,7 +33,9 @@ OTHER_ROW_MODULES = ("playground.systems_map.ring_attention_runs", "playground.s
 # "L" split by layers (pipeline stages), "B" each rank's own micro-batch: different data on every
 # rank, but a rank's activations are those of a whole micro-batch, not divided by n (DP, ZeRO and
 # EP leave a layer's activations as they are; TP divides those inside attention and the MLP,
-# SP and CP all of them).
+# SP and CP all of them), "W" a whole model's worth: 1F1B's first stage holds p micro-batches of
+# its l/p layers, as much as one micro-batch through all l layers (PP divides the layers, not
+# the activations of the busiest stage).
 STATE_LAYOUT = {
     "DP": {"parameters": "R", "gradients": "R", "optimizer": "R", "activations": "B"},
     "ZeRO-1": {"parameters": "R", "gradients": "R", "optimizer": "S", "activations": "B"},
@@ -42,7 +44,7 @@ STATE_LAYOUT = {
     "TP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "P"},
     "TP + SP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "S"},
     "CP": {"parameters": "R", "gradients": "R", "optimizer": "R", "activations": "S"},
-    "PP": {"parameters": "L", "gradients": "L", "optimizer": "L", "activations": "L"},
+    "PP": {"parameters": "L", "gradients": "L", "optimizer": "L", "activations": "W"},
     "EP": {"parameters": "P", "gradients": "P", "optimizer": "P", "activations": "B"},
 }
 
@@ -113,49 +115,42 @@ def map_rows(dp_run: dict, tp_run: dict, pp_run: dict, cfg: ModelConfig | None =
                      "bytes_predicted": predicted, "bytes_measured": measured, "link": link,
                      "buys": buys, "cite": cite})
 
-    row("DP", "everything: parameters, gradients, optimizer state", "the batch",
-        "all-reduce of the gradients", "2(n−1)/n·Ψe ≈ 2Ψe", 2 * (n - 1) / n * Pe,
-        dp_run["sent"][0], "across nodes (outermost in Llama 3; Megatron-Core puts PP outermost)",
-        "throughput: n× the examples per step; no memory saving", "li2020pytorch")
+    row("DP", "all model state", "the batch", "all-reduce of the gradients",
+        "2(n−1)/n·Ψq", 2 * (n - 1) / n * Pe, dp_run["sent"][0], "network",
+        "n× the examples per step; no memory saved", "li2020pytorch")
     for stage, (name, rep, sh, buys) in enumerate((
-            ("ZeRO-1", "parameters, gradients", "optimizer state",
-             "optimizer state ÷ n at DP's traffic"),
-            ("ZeRO-2", "parameters", "optimizer state, gradients",
-             "optimizer state and gradients ÷ n at DP's traffic")), start=1):
-        row(name, rep, sh + "; the batch", "reduce-scatter of the gradients + all-gather of "
-            "the parameters", "(n−1)/n·Ψe + (n−1)/n·Ψe ≈ 2Ψe", 2 * (n - 1) / n * Pe,
-            dp_run["sent"][stage], "across nodes", buys, "rajbhandari2020zero")
-    row("ZeRO-3 / FSDP", "nothing between steps", "parameters, gradients, optimizer state; "
-        "the batch", "all-gather of each layer's parameters (forward and backward) + "
-        "reduce-scatter of its gradients", "3(n−1)/n·Ψe ≈ 3Ψe", 3 * (n - 1) / n * Pe,
-        dp_run["sent"][3], "across nodes (or inside a node, with DP across: HSDP)",
-        "all model state ÷ n for 1.5× DP's traffic", "rajbhandari2020zero; zhao2023fsdp")
+            ("ZeRO-1", "parameters, gradients", "optimizer state", "optimizer state ÷ n"),
+            ("ZeRO-2", "parameters", "gradients, optimizer state",
+             "gradients and optimizer state ÷ n")), start=1):
+        row(name, rep, sh + "; the batch", "reduce-scatter of gradients, all-gather of "
+            "parameters", "2(n−1)/n·Ψq", 2 * (n - 1) / n * Pe,
+            dp_run["sent"][stage], "network", buys + " at DP's bytes", "rajbhandari2020zero")
+    row("ZeRO-3 / FSDP", "nothing between steps", "all model state; the batch",
+        "all-gather of parameters (forward and backward), reduce-scatter of gradients",
+        "3(n−1)/n·Ψq", 3 * (n - 1) / n * Pe, dp_run["sent"][3], "network (HSDP: node)",
+        "all model state ÷ n for 1.5× DP's bytes", "rajbhandari2020zero; zhao2023fsdp")
     for sp, name in ((False, "TP"), (True, "TP + SP")):
         lt = layer_traffic(b_tp, s, h, tp, e, sequence_parallel=sp)
         predicted = L * sum(ring_wire_bytes(op, p, tp) for ph in lt.values() for op, (_, p) in ph.items())
         counted = tp_run["sp" if sp else "tp"]
         measured = L * (wire(counted["forward"], tp) + wire(counted["backward"], tp))
         if not sp:
-            row(name, "the layer's input and output activations, norms", "every weight matrix "
-                "(heads, MLP columns/rows) and its gradient and optimizer state",
-                "2 all-reduces of b·s·h in forward, 2 in backward, per layer",
-                "L·4·2(t−1)/t·bshe", predicted, measured, "inside a node (NVLink): on the "
-                "critical path, 4× per layer", "weights and matmul work ÷ t; activations "
-                "inside attention/MLP ÷ t", "shoeybi2019megatron")
+            row(name, "norms; activations between blocks", "weight matrices and their state; "
+                "activations inside attention and MLP", "4 all-reduces of b·s·h per layer",
+                "8l(t−1)/t·bshq", predicted, measured, "NVLink (node)",
+                "weights and matmul work ÷ t", "shoeybi2019megatron")
         else:
-            row(name, "norm weights only", "TP's shards + the norm/residual activations "
-                "along the sequence", "all-gather + reduce-scatter in place of each all-reduce "
-                "(+2 all-gathers in backward to re-gather saved inputs)",
-                "L·(4+6)·(t−1)/t·bshe", predicted, measured, "inside a node (same group as TP)",
-                "every activation of the layer ÷ t", "korthikanti2022reducing")
+            row(name, "norm weights", "TP's shards; every activation (along s)",
+                "per layer: 4 all-gathers, 4 reduce-scatters; 2 more all-gathers backward",
+                "10l(t−1)/t·bshq", predicted, measured, "NVLink (node)",
+                "every activation ÷ t", "korthikanti2022reducing")
     # PP: stage k sends its output (forward) and its input gradient (backward), b/dp·s·h each
     act = pp_run["batch"] // pp_run["dp"] * s * h * e
-    row("PP", "nothing", "the layers (a contiguous slice per stage)", "point-to-point send/recv "
-        "of boundary activations (forward) and their gradients (backward)",
-        "b·s·h·e per boundary each way (first/last stage: one way)", float(act),
-        float(pp_run["all"]["sent_bytes"]) / pp_run["steps"], "across nodes (small, neighbour "
-        "to neighbour)", "model state ÷ p with only point-to-point traffic; pays a bubble",
-        "huang2019gpipe; narayanan2021megatron")
+    row("PP", "nothing", "layers (l/p a stage) and their state. Not the activations: 1F1B's "
+        "first stage keeps p micro-batches of l/p layers, a whole model's worth", "send/recv of boundary "
+        "activations and their gradients", "b·s·h·q per micro-batch each way", float(act),
+        float(pp_run["all"]["sent_bytes"]) / pp_run["steps"], "network (neighbours)",
+        "model state ÷ p for little traffic; pays a bubble", "huang2019gpipe; narayanan2021megatron")
     for module in OTHER_ROW_MODULES:
         try:
             rows.extend(importlib.import_module(module).map_rows(measure=measure_others,
@@ -165,22 +160,29 @@ def map_rows(dp_run: dict, tp_run: dict, pp_run: dict, cfg: ModelConfig | None =
     return rows
 
 
-def map_html(rows: list[dict]) -> str:
-    """The map as one HTML table (predicted and measured in B per rank per step)."""
+def _table(head: list[str], body: list[list[str]]) -> list[str]:
     from html import escape
-    head = ["Strategy", "Replicated", "Sharded", "Collective", "Bytes / step / rank",
-            "Our run: predicted", "Our run: measured", "Link", "Buys", "Introduced by"]
-    out = ['<table class="systems-map" style="font-size: 0.8em">',
-           "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in head) + "</tr></thead>",
-           "<tbody>"]
-    for r in rows:
-        pred, meas = r.get("bytes_predicted"), r.get("bytes_measured")
-        cites = "; ".join(CITE_LABEL.get(c.strip(), c.strip()) for c in r["cite"].split(";"))
-        cells = [r["strategy"], r["replicated"], r["sharded"], r["collective"],
-                 r["bytes_per_step_formula"], _fmt(pred) if pred is not None else "in formula",
-                 _fmt(meas) if meas is not None else "-", r["link"], r["buys"], cites]
+    out = ['<div style="overflow-x: auto"><table class="systems-map" style="font-size: 0.85em">',
+           "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in head) + "</tr></thead><tbody>"]
+    for cells in body:
         out.append("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in cells) + "</tr>")
-    return "\n".join(out + ["</tbody>", "</table>"])
+    return out + ["</tbody></table></div>"]
+
+
+def map_html(rows: list[dict]) -> str:
+    """The map as two narrow HTML tables: what a rank holds, then what that costs and where.
+
+    Bytes are wire bytes per rank per step (for EP the all-to-all payload a rank hands in); the
+    CP and EP rows count their ring and all-to-all only, their gradient reduction is DP's row."""
+    holds = _table(["Strategy", "Replicated", "Sharded"],
+                   [[r["strategy"], r["replicated"], r["sharded"]] for r in rows])
+    costs = _table(["Strategy", "Moves", "Bytes / rank / step", "Predicted", "Counted", "Link"],
+                   [[r["strategy"], r["collective"], r["bytes_per_step_formula"],
+                     _fmt(r["bytes_predicted"]) if r.get("bytes_predicted") is not None else "–",
+                     _fmt(r["bytes_measured"]) if r.get("bytes_measured") is not None else "–",
+                     r["link"]] for r in rows])
+    return "\n".join(["<p><b>What each rank holds</b></p>", *holds,
+                      "<p><b>What moves, how much, and on which link</b></p>", *costs])
 
 
 def map_runs(rank: int, world_size: int) -> dict:
@@ -197,7 +199,7 @@ def verdicts(rows: list[dict]) -> str:
         if pred is None or meas is None:
             continue
         ok = abs(meas - pred) <= 1e-9 * max(1.0, pred)
-        lines.append(f"{r['strategy']:14s} measured {meas:>11,.0f} B   predicted {pred:>11,.0f} B   "
+        lines.append(f"{r['strategy']:14s} counted {meas:>9,.0f} B   predicted {pred:>9,.0f} B   "
                      + ("equal" if ok else "DIFFERENT"))
     return "\n".join(lines)
 
@@ -225,40 +227,55 @@ def layout_report(gpus_per_node: int = 8) -> str:
 
 
 
-def placement_explorer():
-    """Sliders for h, s, b, t and the GPU: TP/SP bytes per layer (Eqs. tp-bytes, sp-bytes), their
-    time over NVLink and over the NIC, and the activation bytes per layer (Korthikanti et al.)."""
-    import ipywidgets as widgets
-
-    from playground.hardware import gpu, gpu_names
+def explorer_text(h: int = 16_384, s: int = 8_192, b: int = 1, a: int = 128, t: int = 8,
+                  card: str = "H100") -> str:
+    """What the explorer shows for one setting: TP and TP+SP bytes per layer per rank
+    (Eqs. tp-bytes, sp-bytes), their time over NVLink and the NIC, and activations per layer
+    (Korthikanti et al., bf16 with dropout); all accounted from formulas and the hardware table."""
+    from playground.hardware import gpu
     from playground.systems_map.tp_measure import korthikanti_bytes, layer_traffic
 
-    h = widgets.IntSlider(value=8192, min=1024, max=32768, step=1024, description="hidden h")
-    s = widgets.IntSlider(value=4096, min=512, max=131072, step=512, description="tokens s")
-    b = widgets.IntSlider(value=1, min=1, max=16, description="seqs b")
-    a = widgets.IntSlider(value=64, min=8, max=256, step=8, description="heads a")
-    t = widgets.Dropdown(options=[1, 2, 4, 8, 16], value=8, description="TP size t")
-    card = widgets.Dropdown(options=gpu_names(), value="H100", description="GPU")
-    out = widgets.Output()
+    g = gpu(card)
+    lines = [f"h={h:,} s={s:,} b={b} a={a} t={t} {g.name}, bf16 (accounted)"]
+    for sp in (False, True):
+        lt = layer_traffic(b, s, h, t, 2, sp)
+        wire_b = sum(ring_wire_bytes(op, p, t) for ph in lt.values() for op, (_, p) in ph.items())
+        act = korthikanti_bytes(s, b, h, a, t, sp)
+        lines.append(f"{'TP+SP' if sp else 'TP'}: {wire_b / 1e9:.3f} GB/layer/rank; "
+                     f"{wire_b / g.nvlink_bytes_per_s * 1e3:.2f} ms NVLink, "
+                     f"{wire_b / g.network_bytes_per_s * 1e3:.2f} ms NIC; "
+                     f"activations {act / 1e9:.2f} GB/layer")
+    return "\n".join(lines)
 
-    def draw(*_):
-        g = gpu(card.value)
-        with out:
-            out.clear_output(wait=True)
-            for sp in (False, True):
-                lt = layer_traffic(b.value, s.value, h.value, t.value, 2, sp)
-                wire_b = sum(ring_wire_bytes(op, p, t.value) for ph in lt.values()
-                             for op, (_, p) in ph.items())
-                act = korthikanti_bytes(s.value, b.value, h.value, a.value, t.value, sp)
-                print(f"{'TP+SP' if sp else 'TP   '}: {wire_b / 1e9:7.3f} GB per layer per rank; "
-                      f"{wire_b / g.nvlink_bytes_per_s * 1e3:7.2f} ms over NVLink, "
-                      f"{wire_b / g.network_bytes_per_s * 1e3:7.2f} ms over the NIC; "
-                      f"activations {act / 1e9:6.2f} GB per layer (bf16, dropout)")
 
-    for w in (h, s, b, a, t, card):
+def placement_explorer(h: int = 16_384, s: int = 8_192, b: int = 1, a: int = 128, t: int = 8,
+                       card: str = "H100"):
+    """Sliders for h, s, b, a, t and the GPU over ``explorer_text``; starts at the chapter's
+    405B values and draws them on first display."""
+    import ipywidgets as widgets
+
+    from playground.hardware import gpu_names
+
+    wide = dict(layout=widgets.Layout(width="300px"), style={"description_width": "initial"})
+    controls = {"h": widgets.IntSlider(value=h, min=1024, max=32768, step=1024, description="hidden h",
+                                       **wide),
+                "s": widgets.IntSlider(value=s, min=512, max=131072, step=512, description="tokens s",
+                                       **wide),
+                "b": widgets.IntSlider(value=b, min=1, max=16, description="sequences b", **wide),
+                "a": widgets.IntSlider(value=a, min=8, max=256, step=8, description="heads a", **wide),
+                "t": widgets.Dropdown(options=[2, 4, 8, 16], value=t, description="TP size t", **wide),
+                "card": widgets.Dropdown(options=gpu_names(), value=card, description="GPU", **wide)}
+    text = widgets.HTML(f"<pre>{explorer_text(h, s, b, a, t, card)}</pre>")  # drawn before display
+
+    def draw(change):
+        values = {name: w.value for name, w in controls.items()}
+        text.value = f"<pre>{explorer_text(**values)}</pre>"
+
+    for w in controls.values():
         w.observe(draw, names="value")
-    draw()
-    return widgets.VBox([widgets.HBox([h, s, b]), widgets.HBox([a, t, card]), out])
+    boxes = list(controls.values())
+    return widgets.VBox([widgets.HBox(boxes[:3], layout=widgets.Layout(flex_flow="row wrap")),
+                         widgets.HBox(boxes[3:], layout=widgets.Layout(flex_flow="row wrap")), text])
 
 
 def _report(values) -> None:

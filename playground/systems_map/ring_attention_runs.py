@@ -121,8 +121,7 @@ def layer_report(ranks: list[dict]) -> tuple[str, bool]:
                 and g["backward"]["sent_bytes"] == sent["backward"]
                 and g["saved_bytes"] == kept and g["computed_blocks"] == tiles[r]
                 for r, g in enumerate(ranks))
-    lines.append("measured == the formulas for bytes sent and bytes kept, and the tile count, on "
-                 f"every rank: {match}")
+    lines.append(f"counted == formulas (bytes sent, bytes kept, tiles), every rank: {match}")
     return "\n".join(lines), match
 
 
@@ -169,17 +168,16 @@ def map_rows(measure: bool = False, world_size: int = 4) -> list[dict]:
     formula = predicted_bytes(**shape, world_size=world_size)["step"]
     return [{
         "strategy": "CP (ring)",
-        "replicated": "all weights, optimizer state",
-        "sharded": "the sequence: activations, q/k/v blocks (s/n per rank)",
-        "collective": "point-to-point ring (send/recv of K,V blocks; dK,dV in backward)",
-        "bytes_per_step_formula": "per layer per rank: fwd 2(n−1)·b·a·(s/n)·d·e; "
-                                  "bwd 2(n−1)·b·a·(s/n)·d·e + 2n·b·a·(s/n)·d·4  "
-                                  f"(our run: one layer, b=1, a=4, s={shape['seq_len']}, d=16, n={world_size}, fp32)",
+        "replicated": "weights, optimizer state; gradients, reduced over the d·c ranks",
+        "sharded": "the sequence: every activation (s/n per rank)",
+        "collective": "ring send/recv of K, V (and dK, dV backward); gradients all-reduced "
+                      "over DP × CP",
+        "bytes_per_step_formula": "ring, per layer: fwd 2(n−1)·b·a·(s/n)·d_h·q, bwd the same "
+                                  f"+ 2n·b·a·(s/n)·d_h·4 (one layer, s={shape['seq_len']}, fp32)",
         "bytes_predicted": formula,
         "bytes_measured": measured,
-        "link": "within a node or neighbouring nodes (ring neighbours only)",
-        "buys": "sequence length: activation memory per rank ∝ s/n; transfer hidden behind "
-                "the block computation",
+        "link": "NVLink or next node",
+        "buys": "sequence length: activations per rank ∝ s/n",
         "cite": "liu2023ringattention",
     }]
 

@@ -231,8 +231,11 @@ def check_block(rank: int, world_size: int, tp_sizes=None, cfg=None, batch: int 
 
 
 # ----------------------------------------------------------------------------- what the chapter prints
+_SHORT = {"all_reduce": "AR", "all_gather_into_tensor": "AG", "reduce_scatter_tensor": "RS"}
+
+
 def _calls(summary: dict) -> str:
-    return ", ".join(f"{op} x{n} ({summary['payload_bytes'][op]:,} B payload)"
+    return ", ".join(f"{_SHORT.get(op, op)} x{n} ({summary['payload_bytes'][op]:,} B)"
                      for op, n in summary["calls"].items()) or "nothing"
 
 
@@ -243,7 +246,7 @@ def traffic_report(values: list, cfg=None, batch: int = 2, elem_bytes: int = 4,
     from playground.model import ModelConfig
     from playground.systems_map.tp_comm import ring_wire_bytes
     cfg = cfg or ModelConfig()
-    lines = []
+    lines = ["AR all-reduce, AG all-gather, RS reduce-scatter (payload); every rank = formula"]
     for t in sorted(values[0]):
         for mode in ("tp", "sp"):
             want = layer_traffic(batch, cfg.seq_len, cfg.d_model, t, elem_bytes, mode == "sp",
@@ -255,8 +258,8 @@ def traffic_report(values: list, cfg=None, batch: int = 2, elem_bytes: int = 4,
                     got = v[t][mode][phase]
                     if got["calls"] != expect or got["payload_bytes"] != payload:
                         raise AssertionError(f"t={t} {mode} {phase}: counted {got}, formula {want[phase]}")
-                lines.append(f"t={t} {mode.upper():2s} {phase:8s}: {_calls(values[0][t][mode][phase])}"
-                             "  = formula, all ranks")
+                short = "fwd" if phase == "forward" else "bwd"
+                lines.append(f"t={t} {mode.upper():2s} {short}: {_calls(values[0][t][mode][phase])}")
             wire = sum(ring_wire_bytes(op, p, t) for ph in want.values() for op, (_, p) in ph.items())
             lines.append(f"t={t} {mode.upper():2s} ring wire bytes per rank per layer: {wire:,.0f} B")
     return "\n".join(lines)

@@ -8,14 +8,16 @@ unit ahead (``PrefetchZeroDP``, with a timeline of real timestamps); ``hsdp`` sh
 group and replicates across groups (``HSDP``); ``reference`` runs the same recipes in one
 process.  The runs that check them: ``runs`` (equal to the reference, to DDP,
 ZeroRedundancyOptimizer and FSDP2; bytes held and moved counted against ``accounting``) and
-``zero3_runs`` (prefetching, accumulation and HSDP, against the reference and FSDP2, 1-D and 2-D).
+``zero3_runs`` (prefetching, accumulation and HSDP, against the reference and FSDP2, 1-D and 2-D);
+``peak_runs`` measures ZeRO-3's peak memory per rank beside the accounted transients.
 May import: the shared basics and ``playground.data_parallel``.
 """
 
-from playground.zero import accounting, runs, zero3_runs
+from playground.zero import accounting, peak_runs, runs, zero3_runs
 from playground.zero.accounting import (PAPER_TABLE_1, RECIPES, STAGES, accumulation_comm_elements, comm_elements,
                                         exact_bytes, explorer, hsdp_comm_elements, paper_table, predicted)
 from playground.zero.hsdp import HSDP, check_grid, grid_groups
+from playground.zero.peak_runs import PEAK_CFG, activations as peak_activations, launch_peak, predicted_peak
 from playground.zero.prefetch import PrefetchZeroDP
 from playground.zero.reference import (differences_from_plain, flat_params, grid_order_sum, plain_parameters,
                                        reference_parameters, saved_activation_bytes)
@@ -34,4 +36,5 @@ __all__ = ["ZeroDP", "COMPUTE_DTYPE", "flat_units", "PrefetchZeroDP", "HSDP", "c
            "runs", "launch", "check_variants", "unit_numels", "predicted_sent_bytes", "predicted_messages",
            "state_report", "traffic_report", "timing_report",
            "zero3_runs", "launch_zero3", "predicted_accumulation_bytes", "predicted_hsdp_bytes", "prefetch_order",
-           "exposed_ratio", "prefetch_demo", "timeline_rows", "PREFETCH_DEMO_CFG", "EMULATED_COMPUTE_S"]
+           "exposed_ratio", "prefetch_demo", "timeline_rows", "PREFETCH_DEMO_CFG", "EMULATED_COMPUTE_S",
+           "peak_runs", "launch_peak", "predicted_peak", "peak_activations", "PEAK_CFG"]

@@ -5,17 +5,17 @@ gradient, and the optimizer state.  With mixed precision (Rajbhandari et al., 20
 that is 2 bytes of bf16/fp16 parameter, 2 bytes of gradient and K = 12 bytes of fp32 master
 weight, momentum and variance: 16 bytes per parameter.  In all-fp32 training it is 4 + 4 + 8.
 
-Plain data parallelism (stage 0) replicates all of it on each of the N_d ranks.  ZeRO shards
+Plain data parallelism (stage 0) replicates all of it on each of the d ranks.  ZeRO shards
 the optimizer state (stage 1), then the gradients too (stage 2), then the parameters (stage 3).
 For Ψ parameters the bytes per rank are
 
-    stage 0: (P + G + K)·Ψ         stage 2: P·Ψ + (G + K)·Ψ/N_d
-    stage 1: (P + G)·Ψ + K·Ψ/N_d   stage 3: (P + G + K)·Ψ/N_d
+    stage 0: (P + G + K)·Ψ         stage 2: P·Ψ + (G + K)·Ψ/d
+    stage 1: (P + G)·Ψ + K·Ψ/d   stage 3: (P + G + K)·Ψ/d
 
 with P, G, K the bytes per parameter of parameter, gradient and optimizer state.  ``predicted``
 evaluates these formulas; ``exact_bytes`` adds what a real implementation meets: a flat buffer
-of ``numel`` elements splits into shards that differ by one element when N_d does not divide
-it (``playground.data_parallel.ring.shard_bounds``), so a rank holds ⌈numel/N_d⌉ or ⌊numel/N_d⌋ elements.
+of ``numel`` elements splits into shards that differ by one element when d does not divide
+it (``playground.data_parallel.ring.shard_bounds``), so a rank holds ⌈numel/d⌉ or ⌊numel/d⌋ elements.
 ``PAPER_TABLE_1`` is Table 1 of the ZeRO paper, which ``paper_table`` regenerates.
 """
 
@@ -98,7 +98,7 @@ def predicted(psi: float, n_d: int, stage: int, precision="mixed") -> dict[str, 
 
 def exact_bytes(unit_numels, n_d: int, stage: int, rank: int, precision="mixed") -> dict[str, int]:
     """Bytes rank ``rank`` holds when each unit (one flat buffer per layer) is sharded with
-    ``shard_bounds``: the formula with Ψ/N_d replaced by this rank's real shard sizes."""
+    ``shard_bounds``: the formula with Ψ/d replaced by this rank's real shard sizes."""
     _check(stage, n_d)
     if not _is_int(rank) or not 0 <= rank < n_d:
         raise ValueError(f"rank must be an integer in [0, {n_d}), got {rank!r}")
@@ -125,7 +125,7 @@ def comm_elements(psi: float, stage: int) -> float:
     """Elements each rank moves per step in the paper's accounting (Sec. 7): an all-reduce is a
     reduce-scatter (Ψ) plus an all-gather (Ψ) = 2Ψ; stages 1-2 do the same two halves; stage 3
     all-gathers the parameters twice (forward, backward) and reduce-scatters gradients = 3Ψ.
-    A ring sends (N_d-1)/N_d of this per rank (``playground.data_parallel.ring``)."""
+    A ring sends (d-1)/d of this per rank (``playground.data_parallel.ring``)."""
     _check(stage, 1)
     if isinstance(psi, bool) or not isinstance(psi, numbers.Real) or not psi >= 0:
         raise ValueError(f"psi (number of parameters) must be >= 0, got {psi!r}")
@@ -133,10 +133,10 @@ def comm_elements(psi: float, stage: int) -> float:
 
 
 def accumulation_comm_elements(psi: float, stage: int, micro_batches: int) -> float:
-    """Elements per rank per optimizer step with k = ``micro_batches`` accumulated micro-batches,
+    """Elements per rank per optimizer step with m = ``micro_batches`` accumulated micro-batches,
     each reduce-scattered as it finishes (ZeroDP, FSDP2's default): stage 3 re-gathers the
-    parameters for every micro-batch's forward and backward, k(Ψ + Ψ + Ψ); stages 0-2 gather
-    once, after the update: kΨ + Ψ.  Times (N_d-1)/N_d on a ring."""
+    parameters for every micro-batch's forward and backward, m(Ψ + Ψ + Ψ); stages 0-2 gather
+    once, after the update: mΨ + Ψ.  Times (d-1)/d on a ring."""
     _check(stage, 1)
     if not _is_int(micro_batches) or micro_batches < 1:
         raise ValueError(f"micro_batches must be an integer >= 1, got {micro_batches!r}")
@@ -158,7 +158,7 @@ def hsdp_comm_elements(psi: float, shards: int, replicas: int) -> dict[str, floa
 # Rajbhandari et al. (2020), Table 1: per-device model-state memory in GB (1e9 bytes), mixed
 # precision Adam (K = 12), for three model sizes and six data-parallel degrees.  Columns per
 # model: baseline DP, P_os (stage 1), P_os+g (stage 2), P_os+g+p (stage 3), as printed (three
-# significant digits, larger entries truncated: 4187 for 4187.5).  The N_d = 64 row of the 7.5B
+# significant digits, larger entries truncated: 4187 for 4187.5).  The d = 64 row of the 7.5B
 # model is also the paper's Figure 1 (120 -> 31.4 -> 16.6 -> 1.9 GB).
 PAPER_MODELS = {"7.5B": 7.5e9, "128B": 128e9, "1T": 1e12}
 PAPER_DP_DEGREES = (1, 4, 16, 64, 256, 1024)
@@ -175,7 +175,7 @@ PAPER_TABLE_1 = {
 
 
 def paper_table(precision="mixed") -> list[dict]:
-    """Table 1 regenerated from ``predicted``: one row per (model, N_d), GB per stage, next to
+    """Table 1 regenerated from ``predicted``: one row per (model, d), GB per stage, next to
     the printed values, the largest relative gap, and whether they agree to the printed digits."""
     rows = []
     for model, psi in PAPER_MODELS.items():
@@ -198,19 +198,28 @@ def _last_digit(printed: float) -> float:
 
 
 # ----------------------------------------------------------------------------- explorer
+PSI_CHOICES = (0.125, 0.35, 1.3, 7.5, 13, 30, 70, 128, 175, 530, 1000)  # billions, exact values
+
+
 def explorer(psi_billions: float = 7.5, n_d: int = 64, precision: str = "mixed"):
-    """An ipywidgets explorer: per-rank model-state GB of each stage as Ψ, N_d and the recipe
-    change (for JupyterLab; the book shows the static figure instead)."""
+    """An ipywidgets explorer: per-rank model-state GB of each stage as Ψ, the data-parallel
+    degree d and the recipe change (for JupyterLab; the book shows the static figure instead).
+    It starts at exactly the values given and redraws only when a control moves."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
     from playground.plotting import COLORS, new_figure
 
-    psi_w = widgets.FloatLogSlider(value=psi_billions, base=10, min=-1, max=3, step=0.05,
-                                   description="Ψ (billions)", readout_format=".3g")
-    nd_w = widgets.SelectionSlider(options=[2 ** i for i in range(11)], value=n_d,
-                                   description="N_d (ranks)")
-    prec_w = widgets.Dropdown(options=sorted(RECIPES), value=precision, description="recipe")
+    choices = sorted(set(PSI_CHOICES) | {psi_billions})  # the text's value is always an option
+    degrees = sorted({2 ** i for i in range(11)} | {n_d})
+    style, wide = {"description_width": "initial"}, widgets.Layout(width="320px")
+    psi_w = widgets.SelectionSlider(options=[(f"{v:g}", v) for v in choices], value=psi_billions,
+                                    description="Ψ (billions of parameters)", style=style,
+                                    layout=wide, continuous_update=False)
+    nd_w = widgets.SelectionSlider(options=degrees, value=n_d, description="d (data-parallel ranks)",
+                                   style=style, layout=wide, continuous_update=False)
+    prec_w = widgets.Dropdown(options=sorted(RECIPES), value=precision, description="recipe",
+                              style=style, layout=widgets.Layout(width="160px"))
     out = widgets.Output()
 
     def draw(*_):
@@ -226,12 +235,13 @@ def explorer(psi_billions: float = 7.5, n_d: int = 64, precision: str = "mixed")
                 bottoms = [b + v for b, v in zip(bottoms, vals)]
             for i, total in enumerate(bottoms):
                 ax.annotate(f"{total:.3g} GB", (i, total), ha="center", va="bottom")
-            ax.set_ylabel("model-state memory per rank (GB)")
-            ax.set_title(f"Ψ = {psi_w.value:.3g}B parameters, N_d = {n}, {rec}")
+            ax.set_ylabel("model states per rank (GB, accounted)")
+            ax.set_title(f"Ψ = {psi_w.value:g}B parameters, d = {n}, {rec}")
             ax.legend()
             plt.show()
 
     for w in (psi_w, nd_w, prec_w):
         w.observe(draw, names="value")
     draw()
-    return widgets.VBox([widgets.HBox([psi_w, nd_w, prec_w]), out])
+    return widgets.VBox([widgets.HBox([psi_w, nd_w, prec_w],
+                                      layout=widgets.Layout(flex_flow="row wrap")), out])

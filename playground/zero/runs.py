@@ -217,16 +217,16 @@ def state_report(runs: list[dict], cfg: ModelConfig, precision: str = "mixed") -
     Returns (lines, every rank exact)."""
     from playground.zero.accounting import exact_bytes, predicted
     n, psi, numels = len(runs), cfg.param_count(), unit_numels(cfg)
-    lines, ok = [], True
+    lines, ok = ["bytes per rank: parameters + gradients + optimizer = total"], True
     for stage in range(4):
         held = [r[("zero", stage, precision)]["state_bytes"] for r in runs]
         exact = all(h == exact_bytes(numels, n, stage, rank, precision) for rank, h in enumerate(held))
         ok &= exact
         m, f = held[0], predicted(psi, n, stage, precision)
-        lines.append(f"stage {stage}: measured {m['parameters']:>7,} + {m['gradients']:>7,} + "
-                     f"{m['optimizer']:>7,} = {m['total']:>7,} B; formula {f['parameters']:>7,.0f} + "
-                     f"{f['gradients']:>7,.0f} + {f['optimizer']:>7,.0f} = {f['total']:>7,.0f} B; "
-                     f"all {n} ranks exact: {exact}")
+        lines.append(f"stage {stage}: counted {m['parameters']:>7,} + {m['gradients']:>7,} + "
+                     f"{m['optimizer']:>7,} = {m['total']:>7,} B")
+        lines.append(f"       accounted {f['parameters']:>7,.0f} + {f['gradients']:>7,.0f} + "
+                     f"{f['optimizer']:>7,.0f} = {f['total']:>7,.0f} B; all {n} ranks exact: {exact}")
     return "\n".join(lines), ok
 
 
@@ -243,10 +243,11 @@ def traffic_report(runs: list[dict], cfg: ModelConfig, precision: str = "mixed")
         sent[stage], messages = got["sent_bytes"][0], got["messages"][0]
         volume = sent[stage] / es / psi * n / (n - 1)  # elements per step / Psi, ring factor off
         lines.append(f"stage {stage}: sent {sent[stage]:>7,} B per step = {volume:.2f} Psi elements"
-                     f" x (N_d-1)/N_d x {es} B; predicted "
-                     f"{predicted_sent_bytes(numels, n, stage, precision):>7,} B; in {messages} "
-                     f"messages (predicted {predicted_messages(numels, n, stage, precision)}) of "
-                     f"{sent[stage] / messages:,.0f} B on average")
+                     f" x (n-1)/n x {es} B")
+        lines.append(f"         predicted {predicted_sent_bytes(numels, n, stage, precision):>7,} B;"
+                     f" {messages} messages (predicted "
+                     f"{predicted_messages(numels, n, stage, precision)}), "
+                     f"{sent[stage] / messages:,.0f} B each on average")
     lines.append(f"stage 3 / stage 0 = {sent[3] / sent[0]:.2f} (3 Psi / 2 Psi predicts 1.5)")
     return "\n".join(lines)
 

@@ -184,9 +184,10 @@ def zero3_ranks(rank: int, world_size: int, parts, cfg: ModelConfig, steps: int,
 
 # ----------------------------------------------------------------------------- the prefetch demo
 # big enough units (1.6 MB of bf16 per block) that a gather takes milliseconds on gloo; every
-# unit's compute stretched to 10 ms of *emulated* device time (see playground.zero.prefetch)
+# unit's compute stretched to 30 ms of *emulated* device time (long enough that a gather
+# under load, tens of ms on two shared cores, still fits under it) (see playground.zero.prefetch)
 PREFETCH_DEMO_CFG = ModelConfig(d_model=256)
-EMULATED_COMPUTE_S = 0.010
+EMULATED_COMPUTE_S = 0.030
 
 
 def prefetch_demo(world_size: int = 2, steps: int = 2) -> list[dict]:

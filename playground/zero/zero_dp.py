@@ -14,20 +14,20 @@ of it rank r owns).  The stages differ only in what a rank keeps between uses:
 * stage 3: parameters sharded too.  A unit's full parameters are all-gathered just before its
   forward and freed after it, gathered again just before its backward and freed after: 3Ψ.
 
-Gradient accumulation (``accumulate_step``): each of k micro-batches is reduced as its backward
+Gradient accumulation (``accumulate_step``): each of m micro-batches is reduced as its backward
 finishes and added to the step's running sum (in the gradient's dtype), like FSDP2's default, so
 gradients stay sharded; in stage 3 each micro-batch also gathers every unit again, twice (FSDP2's
-``reshard_after_forward=True``): k·3Ψ elements per step instead of 3Ψ.
+``reshard_after_forward=True``): m·3Ψ elements per step instead of 3Ψ.
 
 Precision recipes (``playground.zero.accounting.RECIPES``): ``"mixed"`` computes and communicates in
 bf16 and keeps fp32 master weights in the optimizer; ``"fp32"`` does everything in fp32.
-Gradients are summed over ranks and divided by N_d, so a rank's loss is the mean over its own
+Gradients are summed over the n ranks and divided by n, so a rank's loss is the mean over its own
 micro-batch and the update is the full-batch update.
 
 Transients, not model state and not counted by ``state_bytes``: while backward finishes a unit,
 its per-parameter gradients and their flattened copy (one unit at a time); in mixed precision,
-the fp32 copy of the gradient shard that Adam reads during the update (4Ψ/N_d bytes, freed with
-the gradients at the end of ``step``).
+the fp32 copy of the gradient shard that Adam reads during the update (4Ψ/n bytes, freed with
+the gradients at the end of ``step``); ``playground.zero.peak_runs`` measures the peak they make.
 """
 
 from __future__ import annotations
@@ -232,24 +232,32 @@ class ZeroDP:
 
     @torch.no_grad()
     def _update(self, divisor: int) -> None:
+        """Adam on this rank's slice of every unit, then the new values to where forward reads them."""
         for u, master in zip(self.units, self.masters):
-            grad = u.grad if self.stage in (0, 2, 3) else u.grad[u.lo:u.hi]
-            if self.precision == "mixed":
-                master.grad = grad.float().div_(divisor)   # transient fp32 copy for Adam
-            else:
-                master.grad = grad.div_(divisor)
+            master.grad = self._owned_gradient(u, divisor)
         self.optimizer.step()
         for u, master in zip(self.units, self.masters):
-            if self.stage == 3:
-                if self.precision == "mixed":
-                    u.shard.copy_(master)
-            elif self.stage == 0:
-                if self.precision == "mixed":
-                    u.flat.copy_(master)
-            else:
-                if self.precision == "mixed":
-                    u.flat[u.lo:u.hi].copy_(master)
-                ring_all_gather(u.flat, self.group)   # everyone gets everyone's new shard
+            self._redistribute(u, master)
+
+    def _owned_gradient(self, u: _Unit, divisor: int) -> torch.Tensor:
+        """The mean gradient of the slice this rank updates, in fp32 for Adam (in mixed precision
+        a transient fp32 copy; in fp32 the buffer itself, averaged in place)."""
+        grad = u.grad[u.lo:u.hi] if self.stage == 1 else u.grad  # stage 1: full-size buffer
+        return grad.float().div_(divisor)
+
+    def _redistribute(self, u: _Unit, master: torch.Tensor) -> None:
+        """After Adam: stage 3 keeps the new shard (the next forward gathers it); stage 0 holds
+        it all; stages 1-2 write their slice and all-gather everyone's."""
+        if self.stage == 3:
+            if self.precision == "mixed":
+                u.shard.copy_(master)
+        elif self.stage == 0:
+            if self.precision == "mixed":
+                u.flat.copy_(master)
+        else:
+            if self.precision == "mixed":
+                u.flat[u.lo:u.hi].copy_(master)
+            ring_all_gather(u.flat, self.group)   # everyone gets everyone's new shard
 
     # ------------------------------------------------------------------ inspection
     def state_bytes(self) -> dict[str, int]:

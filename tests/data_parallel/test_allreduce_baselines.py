@@ -155,7 +155,7 @@ def test_measured_times_are_set_beside_their_predictions():
     assert check["ps_over_ring"]["per_link"] == pytest.approx(
         cost_model.predict(ab, "parameter_server", 4, S) / cost_model.predict(ab, "ring", 4, S))
     assert check["misfit"] == pytest.approx((2e-5 - 1e-5 - 4e-9) / 2e-5)  # the 4 B point
-    assert len(cost_model.table(check).splitlines()) == 3 + 5 + 2  # header, rows, summary
+    assert len(cost_model.table(check).splitlines()) == 4 + 5 + 2  # header, rows, summary
 
 
 def test_exposed_communication_of_buckets_follows_the_exercise():
@@ -187,8 +187,31 @@ def test_cost_explorer_builds_its_widget():
     box = cost_explorer(cost_model.AlphaBeta(40e-6, 1e-9, 1e-10))
     assert isinstance(box, widgets.VBox)
     sliders = [w for row in box.children[:2] for w in row.children]
-    assert [s.description for s in sliders] == ["ranks N", "S (bytes)", "α (µs)", "1/β (GB/s)"]
+    assert [s.description for s in sliders] == ["ranks n", "S (bytes)", "α (µs)", "1/β (GB/s)"]
     sliders[0].value = 64  # moving a slider redraws without error
+
+
+def test_cost_explorer_starts_at_the_fit_and_ignores_the_browsers_snapping(monkeypatch):
+    pytest.importorskip("ipywidgets")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from playground.data_parallel import cost_explorer
+    drawn = []
+    monkeypatch.setattr(plt, "show", lambda *a, **k: drawn.append(plt.gcf().axes[0].get_title()))
+    fit = cost_model.AlphaBeta(67.3e-6, 1e-9 / 2.531, 1e-10)
+    box = cost_explorer(fit, n_ranks=4, size_bytes=16 * 2 ** 20)
+    n, size, alpha, bandwidth = [w for row in box.children[:2] for w in row.children]
+    assert (n.value, size.value) == (4, 16 * 2 ** 20)
+    assert alpha.value == pytest.approx(67.3) and bandwidth.value == pytest.approx(2.531)
+    assert all(w.layout.width and w.style.description_width == "initial"
+               for w in (n, size, alpha, bandwidth))
+    assert drawn == ["n = 4, S = 16 MiB: fastest is ring (predicted)"]   # drawn at once
+    alpha.value = 67.3 * 1.003      # the browser snapping to the slider's step: no redraw
+    assert len(drawn) == 1
+    alpha.value = 200.0             # a real move redraws
+    assert len(drawn) == 2
+    plt.close("all")
 
 
 def test_byte_and_time_formulas_refuse_bad_input_even_where_the_answer_would_be_zero():

@@ -353,5 +353,6 @@ def test_interleaved_comparison_sets_each_rank_s_crossings_beside_1f1b_s(capsys)
                                  {"spec": spec, "stages": stages([3, 4, 4, 3])})
     lines = capsys.readouterr().out.splitlines()
     for k, (mine, plain) in enumerate(((3, 1), (4, 2), (4, 2), (3, 1))):
-        assert f"cross {mine} boundary directions, against {plain} for 1F1B's stage" in lines[k]
-    assert lines[-1].endswith("(KV-1)/(K-1) = 7/3 = 2.333")
+        assert f"cross {mine} boundary directions (1F1B's stage: {plain})" in lines[3 * k]
+    assert lines[-1].endswith("(pv-1)/(p-1) = 7/3 = 2.333")
+    assert max(len(line) for line in lines) <= 88, "the book cuts longer output lines"

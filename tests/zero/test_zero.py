@@ -364,7 +364,7 @@ def test_bytes_moved_per_step(runs, n):
         for stage, factor in ((0, 2), (1, 2), (2, 2), (3, 3)):
             sent = runs[n][0][("zero", stage, "mixed")]["sent_bytes"][0]
             assert sent == factor * PSI * 2 * (n - 1) // n
-        assert f"= {2.0:.2f} Psi elements x (N_d-1)/N_d x 2 B" in traffic_report(runs[n], CFG)
+        assert f"= {2.0:.2f} Psi elements x (n-1)/n x 2 B" in traffic_report(runs[n], CFG)
 
 
 def test_messages_per_step():

@@ -1,0 +1,173 @@
+"""GEMM: achieved matmul TFLOP/s by shape (squares and a transformer layer's), against the peak.
+
+On a CUDA GPU the inputs are bf16 (what training runs); on a CPU they are fp32 (what CPU BLAS
+libraries are tuned for; bf16 is fast only on CPUs with AMX or AVX-512 BF16 units).  The shapes are a few
+squares and the forward GEMMs of one layer of a preset model on one GPU at a TP degree
+(``planner.costs.layer_gemms``: the planner's own shapes, so a measured fraction plugs straight
+into its ``Efficiency.gemm``).  Each shape: warm-up calls, then ``--repeats`` timed repetitions,
+each of enough back-to-back calls to last a few milliseconds; the median repetition gives the
+TFLOP/s (2 M N K per product).  On a GPU the hardware table knows, or with ``--peak-tflops``, each
+shape's fraction of the dense peak is reported and the best shape's fraction is the measured
+``gemm`` efficiency (the Maximum Achievable Matmul FLOPS idea); on a CPU there is no datasheet
+peak, so fractions are of the best shape measured here and no efficiency is claimed.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+import torch
+
+from playground.bench import check_fits
+from playground.bench.mfu import _device, _peak, _sync
+from playground.planner.costs import layer_gemms
+from playground.planner.errors import PlanError
+from playground.planner.presets import preset, preset_names
+
+# sizes that keep one H200 busy for a few seconds in all, and a 2-core laptop CPU under 30 s
+GPU_DEFAULTS = dict(sizes=[1024, 2048, 4096, 8192], tp=1, tokens=None)
+CPU_DEFAULTS = dict(sizes=[256, 512, 1024], tp=8, tokens=256)
+MIN_REPEAT_S = 0.005  # a repetition lasts at least this long (several calls when one is shorter)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--model", default="llama3-8b", metavar="NAME",
+                        help="preset whose layer GEMMs are timed (default llama3-8b): "
+                             + ", ".join(preset_names()))
+    parser.add_argument("--tp", type=int, default=None,
+                        help="tensor-parallel degree splitting those GEMMs (GPU default 1, CPU default 8)")
+    parser.add_argument("--micro-batch", type=int, default=1, help="sequences per micro-batch (default 1)")
+    parser.add_argument("--tokens", type=int, default=None,
+                        help="sequence length s of the layer GEMMs, in tokens (GPU default: the preset's; "
+                             "CPU default 256)")
+    parser.add_argument("--sizes", type=int, nargs="*", default=None,
+                        help="square GEMMs n x n x n to time too (GPU default 1024 2048 4096 8192, "
+                             "CPU default 256 512 1024; none: only the layer)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions per shape (default 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed calls per shape first (default 2)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where to run (default auto: CUDA when present)")
+    parser.add_argument("--peak-tflops", type=float, default=None,
+                        help="dense peak of this device in TFLOP/s, when the hardware table does not "
+                             "know it (default: the table's bf16 peak on a known GPU; none on a CPU)")
+
+
+def _shapes(args, device) -> tuple[list[tuple[str, int, int, int, int]], int, int]:
+    """(name, batch count, M, N, K) of every GEMM to time (squares first, then the layer's), the TP
+    degree and the sequence length used."""
+    defaults = GPU_DEFAULTS if device.type == "cuda" else CPU_DEFAULTS
+    sizes = defaults["sizes"] if args.sizes is None else args.sizes
+    tp = defaults["tp"] if args.tp is None else args.tp
+    for name, value in (("--tp", tp), ("--micro-batch", args.micro_batch), ("--repeats", args.repeats)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    if any(n < 1 for n in sizes):
+        raise ValueError(f"--sizes must each be >= 1, got {sizes}")
+    if args.peak_tflops is not None and not (0 < args.peak_tflops < math.inf):
+        raise ValueError(f"--peak-tflops must be a positive number, got {args.peak_tflops}")
+    try:
+        model = preset(args.model)
+    except PlanError as exc:
+        raise ValueError(str(exc)) from None
+    tokens = args.tokens if args.tokens is not None else (defaults["tokens"] or model.seq_len)
+    if tokens < 1:
+        raise ValueError(f"--tokens must be >= 1, got {tokens}")
+    model = replace(model, seq_len=tokens)
+    width = model.expert_width if model.is_moe else model.ffn_width
+    if model.heads % tp or width % tp:
+        raise ValueError(f"TP={tp} does not divide the {model.heads} heads and the MLP width {width} "
+                         f"of {args.model}")
+    layer = layer_gemms(model, args.micro_batch, tp, moe=model.is_moe)
+    squares = [(f"square {n}", 1, n, n, n) for n in sizes]
+    shapes = squares + [(name, int(c), max(1, round(M)), int(N), int(K)) for name, c, M, N, K in layer]
+    return shapes, tp, tokens
+
+
+def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
+    """Seconds per product, one value per timed repetition."""
+    gen = torch.Generator(device=device).manual_seed(0)  # drawn where they are used: no host copy
+    shape_a, shape_b = ((count, M, K), (count, K, N)) if count > 1 else ((M, K), (K, N))
+    a = torch.randn(shape_a, generator=gen, device=device, dtype=dtype)
+    b = torch.randn(shape_b, generator=gen, device=device, dtype=dtype)
+    out = torch.empty(shape_a[:-1] + (N,), device=device, dtype=dtype)
+    mm = torch.bmm if count > 1 else torch.mm
+    for _ in range(max(warmup, 1)):  # one call at least: it sizes the repetitions
+        _sync(device)
+        start = time.perf_counter()
+        mm(a, b, out=out)
+        _sync(device)
+        once = time.perf_counter() - start
+    calls = max(1, math.ceil(MIN_REPEAT_S / max(once, 1e-9)))
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            mm(a, b, out=out)
+        _sync(device)
+        times.append((time.perf_counter() - start) / calls)
+    return times
+
+
+def run(args) -> dict:
+    device = _device(args.device)
+    shapes, tp, tokens = _shapes(args, device)
+    dtype, dtype_name = (torch.bfloat16, "bf16") if device.type == "cuda" else (torch.float32, "fp32")
+    size = dtype.itemsize
+    check_fits(max(size * c * (M * K + K * N + M * N) for _, c, M, N, K in shapes) * 2,
+               "the largest GEMM", per_gpu=device.type == "cuda")
+    row = _peak(device)
+    if args.peak_tflops is not None:
+        peak, peak_source = args.peak_tflops * 1e12, "--peak-tflops"
+    elif row is not None:
+        peak, peak_source = row.peak_bf16_flops, f"hardware table: {row.name} dense bf16"
+    else:
+        peak, peak_source = None, None
+    rows = []
+    for name, count, M, N, K in shapes:
+        times = _time_shape(count, M, N, K, dtype, device, args.repeats, args.warmup)
+        flops = 2 * count * M * N * K
+        median = statistics.median(times)
+        rows.append({"shape": name, "count": count, "m": M, "n": N, "k": K,
+                     "median_ms": round(median * 1e3, 4),
+                     "tflops": float(f"{flops / median / 1e12:.4g}"),
+                     "tflops_range": [float(f"{flops / max(times) / 1e12:.4g}"),
+                                      float(f"{flops / min(times) / 1e12:.4g}")]})
+    best = max(rows, key=lambda r: r["tflops"])
+    for r in rows:
+        r["fraction_of_best"] = round(r["tflops"] / best["tflops"], 4)
+        r["fraction_of_peak"] = None if peak is None else round(r["tflops"] * 1e12 / peak, 4)
+    layer = [r for r in rows if not r["shape"].startswith("square")]
+    layer_flops = sum(2 * r["count"] * r["m"] * r["n"] * r["k"] for r in layer)
+    layer_s = sum(r["median_ms"] for r in layer) / 1e3
+    return {
+        "backend": None, "device_type": device.type,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+        "dtype": dtype_name,
+        "dtype_note": ("bf16 inputs and outputs, fp32 accumulation (cuBLAS)" if device.type == "cuda" else
+                       "fp32 (CPU BLAS's tuned precision; bf16 is fast only with AMX / AVX-512 BF16)"),
+        "model": args.model, "tp": tp, "micro_batch": args.micro_batch, "tokens": tokens,
+        "repeats": args.repeats, "warmup": args.warmup,
+        "method": ("per shape: warm-up calls, then repetitions of back-to-back calls lasting >= "
+                   f"{MIN_REPEAT_S * 1e3:g} ms, synchronized; median "
+                   "repetition; TFLOP/s = 2 count M N K / time"),
+        "peak_tflops": None if peak is None else round(peak / 1e12, 1), "peak_source": peak_source,
+        "rows": rows,
+        "best": {"shape": best["shape"], "tflops": best["tflops"], "fraction_of_peak": best["fraction_of_peak"]},
+        "layer_tflops": float(f"{layer_flops / layer_s / 1e12:.4g}") if layer_s else None,
+        "efficiency": {} if peak is None else {"gemm": best["fraction_of_peak"]},
+        "efficiency_spread": {} if peak is None else {
+            "gemm": [round(best["tflops_range"][0] * 1e12 / peak, 4), round(best["tflops_range"][1] * 1e12 / peak, 4)]},
+        "note": (f"fractions of the dense peak ({peak_source}); the best shape's is the measured gemm efficiency"
+                 if peak is not None else "no datasheet peak for a CPU: fractions are of the best shape measured "
+                 "here, and no gemm efficiency is claimed (give --peak-tflops to claim one)"),
+        "command": getattr(args, "command", None) or shlex.join(["python", "-m", "playground.bench", "gemm",
+                                                                 *sys.argv[1:]]),
+    }

@@ -1,0 +1,130 @@
+"""The step-time model's only free constants (``Efficiency``), each with its source and spread.
+
+What fraction of a datasheet number real kernels reach: GEMMs of the dense peak, element-wise kernels
+of HBM bandwidth, NCCL of the link's line rate; plus a launch cost per kernel, a latency per message,
+cuBLAS's output tile and the bytes an Adam step streams.  ``sources`` says where each value comes
+from (a cited measurement, an accounting, or "assumed"), ``spread`` its (low, high) over those
+sources, the range ``step_range`` reports; ``Efficiency.from_results`` takes measured values from a
+``python -m playground.bench gemm`` results file instead.  ``playground.planner.layout`` re-exports them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from playground.planner.errors import PlanError
+
+__all__ = ["Efficiency", "EFFICIENCY", "MEASURED"]
+
+_MAMF = ("https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
+         "#maximum-achievable-matmul-flops-comparison-table")
+_NCCL_212 = "https://github.com/NVIDIA/nccl-tests/issues/212"
+_NCCL_178 = "https://github.com/NVIDIA/nccl-tests/issues/178"
+_MM_GUIDE = "https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html"
+
+# every constant: where its value comes from (a cited measurement, an accounting, or "assumed")
+_SOURCES = {
+    "gemm": "published measurement: Maximum Achievable Matmul FLOPS (mamf-finder.py, bf16, best shape "
+            "found, mean of 100 iterations): A100 SXM 271.2 of 312 TFLOPS = 86.9%, H100 SXM 794.5 of 989 "
+            "= 80.3% ('H200 is the same'), B200 SXM 1745 of 2250 = 77.6%; " + _MAMF + "; 0.80 is the H100/"
+            "H200 row; NVIDIA's Matrix Multiplication Background guide explains the gap (tile and wave "
+            "quantization), " + _MM_GUIDE,
+    "hbm": "assumed: no first-party measurement found; a third-party Nsight Compute study of H100 SXM "
+           "reports coalesced matrix loads at 2.8 of 3.35 TB/s (84%) and MLP weight loads at 2.6 (78%), "
+           "https://mikamirai.com/blog/gpu-memory-bandwidth/; 0.80 sits between them",
+    "link": "published measurement: NCCL bus bandwidth (nccl-tests PERFORMANCE.md's busbw) against the "
+            "one-direction line rate: H100 NVLink, NCCL's maintainer: 'with the protocol overhead (~20%) "
+            "NCCL can get an effective NVLink bandwidth of 370GB/s' of 450 (82%), " + _NCCL_212 + "; "
+            "A100 NVLink all_reduce_perf busbw 208 of 300 GB/s (69%), " + _NCCL_178,
+    "kernel_s": "published measurement: launch cost per kernel on GB200, tritonbench PR #1017 "
+                "(https://github.com/meta-pytorch/tritonbench/pull/1017): raw cuLaunchKernel 3.0 us, "
+                "Triton's launcher 4.7 us, Inductor's per-kernel path 6.8 us; 5 us is their middle",
+    "latency_s": "assumed, bounded by a published figure: NCCL's own tuning model prints 25.2 us for a "
+                 "whole 8-byte all-reduce on an H100 cluster (NCCL INFO '8 Bytes -> Algo 0 proto 0 time "
+                 "25.200924', https://github.com/NVIDIA/nccl/issues/1453), an upper end for one ring step "
+                 "or message; 10 us per step is assumed",
+    "tile": "NVIDIA's Matrix Multiplication Background guide: cuBLAS splits the output into thread-block "
+            "tiles, 256x128 the largest of those it lists (then 128x256, 128x128 ...), and its tile-"
+            "quantization examples use 256x128; " + _MM_GUIDE,
+    "optimizer_bytes": "accounted: one fused Adam step reads the fp32 master weight, both moments and the "
+                       "fp32 main gradient (16 B), writes weight and moments back (12 B) and the bf16 "
+                       "copy of the weight (2 B) = 30 B; 28 B with bf16 gradients, 34 B when the fp32 "
+                       "gradient is also zeroed",
+}
+# (low, high) of each constant over its sources above: the range the step-time model reports
+_SPREAD = {
+    "gemm": (0.776, 0.869),       # B200 ... A100 MAMF
+    "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
+    "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
+    "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
+    "latency_s": (5e-6, 25e-6),   # assumed floor ... NCCL's model of a whole small all-reduce
+    "tile": ((128, 128), (256, 128)),
+    "optimizer_bytes": (28, 34),
+}
+MEASURED = ("gemm", "hbm", "link", "kernel_s", "latency_s", "optimizer_bytes")  # what a results file may set
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """The model's only free constants: what fraction of a datasheet number real kernels reach.
+
+    ``sources`` says where each value comes from (a cited measurement with its URL, an accounting,
+    or "assumed"); ``spread`` gives (low, high) over those sources, for the range a prediction
+    reports.  ``from_results`` takes measured values from a benchmark results file instead."""
+    gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
+    hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
+    link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
+    kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
+    latency_s: float = 10e-6  # per ring step of a collective / per p2p message
+    tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
+    optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step
+    sources: dict = field(default_factory=lambda: dict(_SOURCES), compare=False)
+    spread: dict = field(default_factory=lambda: dict(_SPREAD), compare=False)
+
+    @classmethod
+    def from_results(cls, path, base: "Efficiency | None" = None) -> "Efficiency":
+        """``base`` (the defaults) with every constant a results file measured: its ``efficiency``
+        block (``python -m playground.bench gemm --out FILE`` writes ``gemm``, the best shape's
+        fraction of the dense peak) and ``efficiency_spread``.  ``sources`` names the file, the
+        device and the date; ``measured_from`` lists what came from it.  PlanError when the file
+        cannot be read or measured nothing (a CPU run without ``--peak-tflops``)."""
+        base = base or cls()
+        try:
+            result = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise PlanError(f"cannot read the results file {path}: {e}") from None
+        found = result.get("efficiency") if isinstance(result, dict) else None
+        if not isinstance(found, dict):
+            raise PlanError(f"{path} is not a benchmark results file with an 'efficiency' block")
+        unknown = sorted(set(found) - set(MEASURED))
+        if unknown:
+            raise PlanError(f"{path} sets {unknown[0]!r}, which is not an efficiency constant "
+                            f"({', '.join(MEASURED)})")
+        values = {k: v for k, v in found.items() if v is not None}
+        if not values:
+            raise PlanError(f"{path} measured no efficiency constant (no datasheet peak: a CPU run "
+                            f"without --peak-tflops)")
+        for name, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise PlanError(f"{path}: {name} must be a positive number, got {v!r}")
+        prov = result.get("provenance", {})
+        where = (f"measured: {path} ({result.get('benchmark', 'benchmark')} on {prov.get('device', '?')}, "
+                 f"torch {prov.get('torch', '?')}, {str(prov.get('date', '?'))[:10]}")
+        sources, spread = dict(base.sources), dict(base.spread)
+        for name, v in values.items():
+            sources[name] = where + (f"; {result['note']})" if result.get("note") else ")")
+            lo, hi = (result.get("efficiency_spread") or {}).get(name) or (v, v)
+            spread[name] = (min(lo, v), max(hi, v))
+        sources["measured_from"] = {"path": str(path), "constants": sorted(values)}
+        return replace(base, **values, sources=sources, spread=spread)
+
+    @property
+    def measured(self) -> list[str]:
+        """The constants that came from a results file (empty for the defaults)."""
+        return list(self.sources.get("measured_from", {}).get("constants", []))
+
+
+EFFICIENCY = Efficiency()

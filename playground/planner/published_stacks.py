@@ -1,0 +1,316 @@
+"""Published throughput of today's training stacks, each with the layout its source states.
+
+The step-time model's first validation set (``published_layouts``) is Megatron-LM on A100s.  This
+one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
+HSDP on A100s), Megatron-Bridge's performance summary (H100, FP8), the Megatron MoE Model Zoo
+(Qwen3-235B-A22B with expert parallelism on H100s), the ZeRO-3 rows of Narayanan et al. 2021
+Table 2 and OPT-175B (FSDP + TP 8).  Every row keeps apart:
+
+* what the source states: the numbers quoted exactly, the page and the commit or date read;
+* ``unstated``: the ``Layout`` fields the source does not give (the value in the row is then the
+  stack's default or the nearest reading, said in ``note``);
+* ``note``: settings the source states that ``Layout`` cannot say (torch.compile, async TP,
+  FSDP2's ``reshard_after_forward=False`` under PP, expert tensor parallelism 1, a GPU the hardware
+  table lacks).  These are the model's gaps, not tuned away.
+
+The comparison is on time: a published step time, else tokens/s per GPU, else (for sources that
+publish only TFLOP/s) the step time their FLOP count implies (``published_metric``).  Nothing here
+is fitted: rows are data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from playground.planner.costs import Layout, Model, flops_per_step
+from playground.planner.presets import preset
+
+__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
+           "OPT_175B", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
+
+
+@dataclass(frozen=True)
+class PublishedStackRun:
+    name: str
+    stack: str                   # torchtitan, fms-fsdp, Megatron-Bridge, Megatron MoE Model Zoo, ...
+    source: str                  # URL and the commit or date of the page read
+    gpu: str                     # a name of playground.hardware
+    model: Model
+    layout: Layout
+    unstated: tuple = ()         # Layout fields the source does not state
+    tokens_per_s_per_gpu: float | None = None  # published
+    step_time_s: float | None = None           # published
+    tflops_per_gpu: float | None = None        # published, in the source's own FLOP count
+    flop_count: str = ""         # "model", "hardware" (recomputation counted) or "unstated"
+    note: str = ""               # settings the source states that Layout cannot express
+    memory_misfit: str = ""      # non-empty: the planner's memory model says it does not fit, and why
+    cite: str = ""               # BibTeX key in references.bib (proposed where not yet there)
+
+
+def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, float, float, float]:
+    """(metric, predicted, published, ratio) to compare a row on: its step time when published, else
+    tokens/s per GPU, else the step time its published TFLOP/s implies in its FLOP count.  ``ratio`` is
+    predicted / published *throughput* (for a time: published time / predicted time), so > 1 means
+    the model is optimistic, whatever the metric."""
+    if row.step_time_s is not None:
+        predicted, published = prediction["step_time_s"], row.step_time_s
+        return "step_time_s", predicted, published, published / predicted
+    if row.tokens_per_s_per_gpu is not None:
+        predicted, published = prediction["tokens_per_s"] / row.layout.gpus, row.tokens_per_s_per_gpu
+        return "tokens_per_s_per_gpu", predicted, published, predicted / published
+    recompute = None if row.flop_count == "hardware" else "none"
+    implied = flops_per_step(row.model, row.layout, recompute) / (row.tflops_per_gpu * 1e12 * row.layout.gpus)
+    return "step_time_s (implied by TFLOP/s)", prediction["step_time_s"], implied, implied / prediction["step_time_s"]
+
+
+# ----------------------------------------------------------------------------- torchtitan
+_TITAN = ("https://github.com/pytorch/torchtitan/blob/31a17bfdb70bab6f62a13d21816a5339b911d6e3/benchmarks/"
+          "llama3_h100_202412_torchtitan.md (same tables in docs/performance.md at eaea6f6a); runs of "
+          "2024-12 with torchtitan 9dec370, torch 1963fc8")
+_GRAND_TETON = ("Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU; the "
+                "hardware table has only the 80 GB, 3.35 TB/s, 700 W H100 SXM, used here")
+_SEQ_DEFAULT = "sequence length not in the table: 8192, train_configs/llama3_*.toml's seq_len"
+
+
+def _llama31(size: str, seq_len: int = 8192) -> Model:
+    return replace(preset(f"llama3-{size}"), seq_len=seq_len, name=f"llama3.1-{size}")
+
+
+def _titan(name, model, layout, tps, unstated, note, misfit=""):
+    return PublishedStackRun(name, "torchtitan", _TITAN, "H100", model, layout, unstated, tokens_per_s_per_gpu=tps,
+                             note=f"{note}; {_GRAND_TETON}", memory_misfit=misfit, cite="liang2024torchtitan")
+
+
+def _titan_fsdp_8b(gpus, technique, tps, gib):
+    fp8, compiled = "Float8" in technique, "compile" in technique
+    layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="selective",
+                          dtype="fp8" if fp8 else "bf16")
+    note = (_SEQ_DEFAULT + "; selective AC, the toml's default option 'op' (per-op SAC: matmul outputs kept, "
+            "not Megatron's attention-core recompute)" + ("; torch.compile on" if compiled else "; eager")
+            + ("; float8 on nn.Linear only" if fp8 else ""))
+    misfit = (f"the run peaked at {gib} GiB (published) on a 96 GB H100; the memory model, on the table's 80 GB "
+              "H100, counts the activations and logits of 2 x 8192 tokens kept as Megatron's selective recompute "
+              "keeps them, more than per-op SAC does")
+    return _titan(f"Llama 3.1 8B, FSDP {gpus}, {technique}", _llama31("8b"), layout, tps, ("recompute",), note,
+                  misfit)
+
+
+# (GPUs, ((technique, TPS/GPU, memory GiB), ...)): Tables 1 and 3
+_TITAN_8B = tuple(_titan_fsdp_8b(g, t, tps, gib) for g, rows in
+                  ((8, (("FSDP", 5762, 82.4), ("FSDP + compile", 6667, 77.0),
+                        ("FSDP + compile + Float8", 8532, 76.8))),
+                   (128, (("FSDP", 5605, 67.0), ("FSDP + compile", 6514, 62.0),
+                          ("FSDP + compile + Float8", 8380, 61.8))))
+                  for t, tps, gib in rows)
+
+
+def _titan_cp_8b(cp, seq_len, tps):
+    layout = Layout.today(1, 1, 8 // cp, cp=cp, micro_batch=1, global_batch=8 // cp, zero_stage=3,
+                          recompute="full", dtype="fp8")
+    note = ("Table 2: FSDP + CP + torch.compile + Float8, local batch 1, full AC; CP is PyTorch's ring "
+            "attention (all-gather rotation not stated)")
+    return _titan(f"Llama 3.1 8B, FSDP {8 // cp} CP {cp}, {seq_len // 1024}K", _llama31("8b", seq_len), layout, tps,
+                  (), note)
+
+
+_TITAN_CP_8B = tuple(_titan_cp_8b(cp, s, tps) for cp, s, tps in
+                     ((1, 32768, 3890), (2, 65536, 2540), (4, 131072, 1071), (8, 262144, 548)))
+
+
+def _titan_70b(async_tp, tps):
+    layout = Layout.today(8, 1, 32, micro_batch=16, global_batch=512, zero_stage=3, recompute="full", dtype="fp8")
+    note = (_SEQ_DEFAULT + "; Table 4: FSDP 32 x TP 8, torch.compile + Float8, full AC"
+            + ("; AsyncTP (TP communication overlapped with the GEMMs: no Layout field)" if async_tp else ""))
+    return _titan(f"Llama 3.1 70B, FSDP 32 TP 8{', AsyncTP' if async_tp else ''}", _llama31("70b"), layout, tps,
+                  ("sequence_parallel",), note)
+
+
+def _titan_405b_pp(interleaved, tps):
+    layout = Layout.today(8, 8, 8, micro_batch=1, global_batch=256, vpp=2 if interleaved else 1, zero_stage=3,
+                          recompute="full", dtype="fp8")
+    note = (_SEQ_DEFAULT + "; Table 5: FSDP 8 x TP 8 x PP 8, torch.compile + Float8 + AsyncTP (no Layout "
+            "field), full AC; pipeline micro-batch size not stated (torchtitan's default 1 taken: 32 "
+            "micro-batches of the local batch 32)" + ("; Interleaved 1F1B: stages per rank not stated, "
+                                                      "2 taken" if interleaved else "")
+            + "; FSDP2 under PP keeps the gathered weights over the micro-batches (reshard_after_forward="
+              "False), the model re-gathers per micro-batch")
+    unstated = ("micro_batch", "sequence_parallel") + (("vpp",) if interleaved else ())
+    return _titan(f"Llama 3.1 405B, FSDP 8 TP 8 PP 8, {'interleaved ' if interleaved else ''}1F1B",
+                  _llama31("405b"), layout, tps, unstated, note)
+
+
+def _titan_405b_cp(cp, seq_len, tps):
+    dp = 8 // cp
+    layout = Layout.today(8, 8, dp, cp=cp, micro_batch=1, global_batch=8 * dp, zero_stage=3, recompute="full",
+                          dtype="fp8")
+    note = ("Table 6: TP 8 x PP 8 (1F1B) with FSDP x CP = 8, local batch 8, torch.compile + Float8 + AsyncTP "
+            "(no Layout field), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP "
+            "reshard_after_forward=False not expressible")
+    return _titan(f"Llama 3.1 405B, TP 8 PP 8 FSDP {dp} CP {cp}, {seq_len // 1024}K", _llama31("405b", seq_len),
+                  layout, tps, ("micro_batch", "sequence_parallel"), note)
+
+
+_TITAN_H200 = ("https://github.com/pytorch/torchtitan/blob/bcdeaa37c92d1eaceeec3351e7ac81be6a1488af/benchmarks/"
+               "llama3_8b_h200_2025-06_torchtitan.md (Trainy, 2025-06, torchtitan e7c0cae)")
+
+
+def _titan_h200(nodes, tps):
+    gpus = 8 * nodes
+    layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="selective",
+                          dtype="fp8")
+    note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (gathers move "
+            "1 byte per weight: no Layout field); AC not given on the command line: the toml's selective (op)")
+    return PublishedStackRun(f"Llama 3.1 8B, FSDP {gpus}, H200, compile + Float8", "torchtitan", _TITAN_H200, "H200",
+                             _llama31("8b"), layout, ("recompute",), tokens_per_s_per_gpu=tps, note=note,
+                             cite="liang2024torchtitan")
+
+
+TORCHTITAN = _TITAN_8B + _TITAN_CP_8B + (_titan_70b(False, 829), _titan_70b(True, 876)) \
+    + (_titan_405b_pp(False, 100), _titan_405b_pp(True, 128)) \
+    + tuple(_titan_405b_cp(cp, s, tps) for cp, s, tps in ((1, 32768, 76), (2, 65536, 47), (4, 131072, 31),
+                                                          (8, 262144, 16))) \
+    + (_titan_h200(4, 10938), _titan_h200(8, 10753))
+
+# ----------------------------------------------------------------------------- fms-fsdp
+_FMS = ("https://github.com/foundation-model-stack/fms-fsdp/blob/0d319983c4b3b7f7b3b5e2c5e7f746746b6f73a9/"
+        "README.md (table: 128 A100s); model shapes fms_fsdp/utils/config_utils.py, defaults "
+        "pretraining/config/training.py (seq_length 4096, sharding_group_size 8)")
+_LLAMA2 = dict(gated_mlp=True, tied_embeddings=False, position_embeddings=False, norm="rmsnorm", qkv_bias=False,
+               proj_bias=False, vocab=32000, seq_len=4096)
+_LLAMA2_SHAPES = {"7b": (32, 4096, 32, 11008, None), "13b": (40, 5120, 40, 13824, None),
+                  "34b": (48, 8192, 64, 22016, 8), "70b": (80, 8192, 64, 28672, 8)}
+
+
+def _llama2(size: str) -> Model:
+    layers, hidden, heads, ffn, kv = _LLAMA2_SHAPES[size]
+    return Model(layers, hidden, heads, ffn=ffn, kv_heads=kv, name=f"llama2-{size}", **_LLAMA2)
+
+
+def _fms(size, hsdp, ac, batch, tps):
+    layout = Layout.today(1, 1, 128, micro_batch=batch, global_batch=128 * batch, zero_stage=3,
+                          shard_group=8 if hsdp else None, recompute="full" if ac else "none")
+    note = ("sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP shard "
+            "group not in the table: sharding_group_size 8 (default, one node); A100 memory size and network "
+            "not stated: A100-80GB and the DGX A100 network of the hardware table taken; FSDP1 (not FSDP2), "
+            "SDPA flash attention, no torch.compile")
+    if ac:
+        note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
+    return PublishedStackRun(f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} 128, batch {batch}", "fms-fsdp",
+                             _FMS, "A100-80GB", _llama2(size), layout, ("shard_group",) if hsdp else (),
+                             tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp")
+
+
+FMS_FSDP = (_fms("7b", True, False, 2, 3760), _fms("13b", True, False, 1, 1700), _fms("34b", False, True, 8, 772),
+            _fms("70b", False, True, 6, 380))
+
+# ----------------------------------------------------------------------------- Megatron-Bridge
+_BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
+           "performance-summary.md, 25.11 NeMo container, System: DGX-H100")
+_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce")
+_BRIDGE_NOTE = ("FP8-CS (current scaling) on the linear layers; recompute, sequence parallelism, TP/DP "
+                "communication overlap not in the table (the recipes' settings, not read: Layout.today's taken)")
+
+
+def _qwen3_moe(layers, hidden, heads, kv, ffn, experts, top_k, moe_ffn, seq_len, name) -> Model:
+    return Model(layers, hidden, heads, vocab=151936, seq_len=seq_len, ffn=ffn, kv_heads=kv, head_dim=128,
+                 gated_mlp=True, tied_embeddings=False, position_embeddings=False, norm="rmsnorm", qkv_bias=False,
+                 proj_bias=False, qk_norm=True, experts=experts, top_k=top_k, moe_ffn=moe_ffn, name=name)
+
+
+def _bridge(name, model, layout, tps, tflops, note="", misfit=""):
+    # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken)
+    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("zero_stage",))
+    return PublishedStackRun(name, "Megatron-Bridge", _BRIDGE, "H100", model, layout, unstated,
+                             tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, flop_count="model",
+                             note=_BRIDGE_NOTE + (f"; {note}" if note else ""), memory_misfit=misfit,
+                             cite="nvidia2025megatronbridge")
+
+
+MEGATRON_BRIDGE = (
+    _bridge("LLAMA3_8B, 8 H100, FSDP, FP8-CS", preset("llama3-8b"),
+            Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14451, 744,
+            "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
+    _bridge("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", preset("llama3-70b"),
+            Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
+    _bridge("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", _llama31("405b"),
+            Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
+    _bridge("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS",
+            _qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"),
+            Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
+            "MoE benchmarks force-balance the tokens over the experts (dropless); model shape from the Megatron "
+            "MoE Model Zoo's Qwen3-30B-A3B.yaml",
+            "no recompute stated: the memory model keeps every activation of the PP x VP in-flight micro-batches "
+            "of 2 x 4096 tokens (the recipe's recompute, not read, is what lets it run)"),
+)
+
+# ----------------------------------------------------------------------------- Megatron MoE Model Zoo
+_ZOO = ("https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60febddc38e7f741a16f08bd1/"
+        "best_practice/Qwen3/readme.md (256 H100, NVLink 4, InfiniBand 8 x 50 GB/s); shape "
+        "model_configs/benchmarking/Qwen3-235B-A22B.yaml")
+_QWEN3_235B = _qwen3_moe(94, 4096, 64, 4, 12288, 128, 8, 1536, 4096, "qwen3-235b-a22b")
+_ZOO_NOTE = ("BF16, DeepEP dispatcher, distributed optimizer with overlapped grad reduce and param gather, "
+             "sequence parallelism, flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1: "
+             "experts are whole on each GPU and EP x EDP spans TP x DP, whereas Layout splits every expert by TP "
+             "and carves EP from DP alone; the embedding and the loss count as layers in the pipeline split")
+MOE_MODEL_ZOO = (
+    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(2, 1, 128, ep=8, micro_batch=4, global_batch=2048, zero_stage=3,
+                                                recompute="full"),
+                      (), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
+                      note=_ZOO_NOTE + "; FSDP On (Megatron-FSDP), EDP 32, 'disable log para norm'",
+                      cite="nvidia2025moemodelzoo"),
+    PublishedStackRun("Qwen3-235B-A22B, TP 4 EP 8 PP 8 VPP 4, no recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(4, 8, 8, ep=8, micro_batch=1, global_batch=2048, vpp=4),
+                      ("recompute",), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
+                      note=_ZOO_NOTE + "; EDP 4; the recompute cell is empty (none taken)", cite="nvidia2025moemodelzoo"),
+)
+
+NOT_REPRESENTABLE = (
+    "Megatron MoE Model Zoo, Qwen3-235B-A22B TP 2 PP 8 VPP 4 EP 32 DP 16 (19.7 s; 17.6 s with 1F1B A2A overlap): "
+    "EP 32 > DP x CP = 16, possible only with ETP = 1 (EP carved from TP x DP)",
+    "Megatron MoE Model Zoo, Qwen3-235B-A22B A2A TP 2 PP 32 VPP 3 EP 8 DP 4 (24.2 s): EP 8 > DP x CP = 4",
+    "Megatron MoE Model Zoo, Qwen3-Next-80B-A3B (2.2 s): hybrid linear attention, no Model for it",
+    "Megatron-Bridge DGX-H100, GPT OSS 120B: GA 2 disagrees with GBS 512 / (DP 16 x MBS 4) = 8, and attention "
+    "sinks / sliding windows have no Model field",
+    "Megatron-Bridge DGX-H100, Qwen3_235B_a22B: the row has one column too few (GBS missing), not readable",
+    "MegaScale (Jiang et al. 2024): its per-scale table was not found in the stored sources; not recorded",
+)
+
+# ----------------------------------------------------------------------------- ZeRO-3, OPT-175B
+_NARAYANAN = "Narayanan et al. 2021, arXiv:2104.04473, Table 2 (ZeRO-3 without model parallelism), DGX A100 80GB"
+_GPT175 = Model(96, 12288, 96, vocab=51200, seq_len=2048)
+_GPT530 = Model(105, 20480, 128, vocab=51200, seq_len=2048)
+
+
+def _zero3(label, model, gpus, batch, micro, tflops, misfit=""):
+    note = ("DeepSpeed ZeRO-3, no TP/PP; published TFLOP/s in Eq. 3 (recomputation counted); recompute, "
+            "overlap and prefetch of the ZeRO-3 run not stated (full recompute and the Table 1 conventions taken)")
+    if batch == 2560:
+        note += "; batch 2560 (starred in the table: larger than the other 530B rows, to fit)"
+    return PublishedStackRun(f"GPT {label} ZeRO-3, {gpus:,} GPUs, micro-batch {micro}", "DeepSpeed ZeRO-3",
+                             _NARAYANAN, "A100-80GB", model,
+                             Layout(1, 1, gpus, micro, batch, zero_stage=3, recompute="full"),
+                             ("recompute", "overlap_grad_reduce"), tflops_per_gpu=tflops, flop_count="hardware",
+                             note=note, memory_misfit=misfit, cite="narayanan2021megatron")
+
+
+_MISFIT_640 = ("the memory model counts more than the 80 GB: the saved layer inputs of micro-batch 4 and the "
+               "gathered 5B-parameter layers (its ZeRO-3 buffers) dominate; the paper ran it")
+ZERO3_TABLE2 = (_zero3("174.6B", _GPT175, 384, 1536, 4, 144), _zero3("174.6B", _GPT175, 768, 1536, 2, 88),
+                _zero3("174.6B", _GPT175, 1536, 1536, 1, 44), _zero3("529.6B", _GPT530, 640, 2560, 4, 138,
+                                                                          _MISFIT_640),
+                _zero3("529.6B", _GPT530, 1120, 2240, 2, 98), _zero3("529.6B", _GPT530, 2240, 2240, 1, 48))
+
+OPT_175B = PublishedStackRun(
+    "OPT-175B, FSDP + TP 8, 992 GPUs", "metaseq (FSDP + Megatron TP)",
+    "Zhang et al. 2022, arXiv:2205.01068, Sec. 2.4 ('992 80GB A100 GPUs ... Fully Sharded Data Parallel with "
+    "Megatron-LM Tensor Parallelism ... up to 147 TFLOP/s per GPU') and Table 1 (batch 2M tokens)",
+    "A100-80GB", Model(96, 12288, 96, vocab=50272, seq_len=2048, name="opt-175b"),
+    Layout(8, 1, 124, 8, 992, zero_stage=3, recompute="full"),
+    ("micro_batch", "global_batch", "recompute", "overlap_grad_reduce"), tflops_per_gpu=147, flop_count="unstated",
+    note=("FLOP count of the 147 TFLOP/s not stated: model FLOPs assumed for the implied step time; batch 2M "
+          "tokens read as 992 sequences (8 per DP rank, 2.03M tokens); micro-batch, recompute not stated "
+          "(metaseq's activation checkpointing taken as full); FP16 weights, FP32 Adam sharded"),
+    cite="zhang2022opt")
+
+STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + ZERO3_TABLE2 + (OPT_175B,)

@@ -1,0 +1,130 @@
+"""An honest range: how far a prediction moves over what its user did not state.
+
+A published run rarely states every setting the step-time model needs ("interleaved" without the
+number of virtual stages, no recompute policy, no micro-batch size), and every efficiency constant of
+``Efficiency`` is known only to within a spread.  ``predict_range`` re-runs
+``step_time.predict`` over
+
+* each **unstated setting** (a ``Layout`` field named in ``unstated``) over every value the layout
+  allows (``setting_choices``), and
+* the **efficiency constants** at the two ends of their spread together (``Efficiency.spread``):
+  every constant at its optimistic end, then every one at its pessimistic end,
+
+and reports the nominal prediction with the range those span: ``step_time_range_s``,
+``tokens_per_s_range`` and ``mfu_range``.  ``tornado`` moves one factor at a time from the nominal
+prediction, for the chapter's sensitivity chart.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+
+from playground.planner.errors import PlanError
+from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout
+from playground.planner.architecture import Model
+from playground.planner.memory import memory_per_gpu
+from playground.planner.step_time import predict
+
+__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado"]
+
+# the Layout fields a source may leave unstated, and the values each can take
+SETTINGS = {
+    "vpp": None,                       # every v the layer count allows (computed)
+    "recompute": ("none", "selective", "full"),
+    "micro_batch": None,               # powers of two that divide the batch per replica (computed)
+    "overlap_grad_reduce": (False, True),
+    "sequence_parallel": (False, True),
+    "zero_stage": (0, 1, 2, 3),
+    "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
+}
+# for each constant, which end of its spread makes the step faster
+_FASTER_WHEN_HIGH = {"gemm": True, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
+                     "optimizer_bytes": False}
+
+
+def _valid(model: Model, layout: Layout) -> bool:
+    try:
+        check_layout(model, layout)
+    except PlanError:
+        return False
+    return True
+
+
+def setting_choices(model: Model, layout: Layout, field: str) -> list:
+    """The values of ``field`` that make a valid layout with everything else as given."""
+    if field not in SETTINGS:
+        raise PlanError(f"cannot vary {field!r}: the unstated settings are {', '.join(SETTINGS)}")
+    if field == "vpp":
+        per_stage = model.layers // layout.pp   # Megatron's interleaving: v divides each stage's layers
+        values = [v for v in range(1, per_stage + 1) if per_stage % v == 0] if layout.pp > 1 else [1]
+    elif field == "micro_batch":
+        per_replica = layout.global_batch // layout.dp
+        values = [b for b in (1, 2, 4, 8, 16) if b <= per_replica and per_replica % b == 0]
+    elif field == "shard_group":
+        ranks = layout.dp * layout.cp
+        values = [None] + [g for g in (2, 4, 8, 16, 32, 64) if g < ranks and ranks % g == 0] \
+            if layout.zero_stage == 3 else [layout.shard_group]
+    elif field == "sequence_parallel" and layout.tp == 1:
+        values = [False]
+    else:
+        values = SETTINGS[field]
+    return [v for v in values if _valid(model, replace(layout, **{field: v}))]
+
+
+def efficiency_corners(eff: Efficiency = EFFICIENCY) -> tuple[Efficiency, Efficiency]:
+    """(optimistic, pessimistic): every constant at the end of its spread that makes a step faster,
+    then slower."""
+    fast, slow = {}, {}
+    for name, (low, high) in eff.spread.items():
+        if name not in _FASTER_WHEN_HIGH:
+            continue
+        hi_fast = _FASTER_WHEN_HIGH[name]
+        fast[name], slow[name] = (high, low) if hi_fast else (low, high)
+    return replace(eff, **fast), replace(eff, **slow)
+
+
+def _combos(model: Model, cluster: Cluster, layout: Layout, unstated) -> list[Layout]:
+    """Every combination of the unstated settings that fits in memory (the published run did fit)."""
+    fields = list(dict.fromkeys(unstated))
+    options = [setting_choices(model, layout, f) for f in fields]
+    variants = [replace(layout, **dict(zip(fields, values))) for values in itertools.product(*options)]
+    fitting = [v for v in variants if v == layout or memory_per_gpu(model, v, cluster.gpu)["fits"]]
+    return fitting if layout in fitting else [layout] + fitting   # the layout as given always counts
+
+
+def predict_range(model: Model, cluster: Cluster, layout: Layout, unstated=(), eff: Efficiency = EFFICIENCY,
+                  gpus: int | None = None) -> dict:
+    """``predict``'s result, plus the range spanned by ``unstated`` settings and the constants' spread."""
+    nominal = predict(model, cluster, layout, eff, gpus)
+    steps, mfus = [nominal["step_time_s"]], [nominal["mfu"]]
+    for variant in _combos(model, cluster, layout, unstated):
+        for corner in efficiency_corners(eff):
+            out = predict(model, cluster, variant, corner, gpus)
+            steps.append(out["step_time_s"])
+            mfus.append(out["mfu"])
+    tokens = layout.global_batch * model.seq_len
+    lo, hi = min(steps), max(steps)
+    return {**nominal,
+            "step_time_range_s": (lo, hi),
+            "tokens_per_s_range": (tokens / hi, tokens / lo),
+            "mfu_range": (min(mfus), max(mfus)),
+            "range_from": {"unstated": list(unstated), "efficiency_spread": dict(eff.spread)}}
+
+
+def tornado(model: Model, cluster: Cluster, layout: Layout, unstated=(), eff: Efficiency = EFFICIENCY) -> list[dict]:
+    """One factor at a time: the step time at each end of each factor, others nominal; widest first."""
+    nominal = predict(model, cluster, layout, eff)["step_time_s"]
+    rows = []
+    for name, (low, high) in eff.spread.items():
+        if name in _FASTER_WHEN_HIGH:
+            ends = [predict(model, cluster, layout, replace(eff, **{name: x}))["step_time_s"] for x in (low, high)]
+            rows.append({"factor": name, "values": (low, high), "step_time_s": tuple(ends)})
+    for field in dict.fromkeys(unstated):
+        values = [getattr(v, field) for v in _combos(model, cluster, layout, [field])]
+        ends = [predict(model, cluster, replace(layout, **{field: v}), eff)["step_time_s"] for v in values]
+        rows.append({"factor": field, "values": tuple(values), "step_time_s": (min(ends), max(ends))})
+    for row in rows:
+        row["nominal_s"] = nominal
+        row["swing"] = max(row["step_time_s"]) - min(row["step_time_s"])
+    return sorted(rows, key=lambda r: -r["swing"])

@@ -1,0 +1,72 @@
+"""`python -m playground.bench gemm`: real matmuls timed by shape, a results file with its provenance,
+the planner's own layer shapes, no peak claimed on a CPU, and bad input as one line with exit 2."""
+
+import json
+
+import pytest
+import torch
+
+from playground.bench.__main__ import main as bench_main
+from playground.planner.costs import layer_gemms
+from playground.planner.layout import Efficiency
+from playground.planner.presets import preset
+
+TINY = ["gemm", "--sizes", "32", "48", "--tokens", "16", "--tp", "8", "--repeats", "2", "--warmup", "1"]
+
+
+def _run(capsys, *extra):
+    assert bench_main([*TINY, *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU run (fp32, no datasheet peak)")
+def test_the_bench_times_squares_and_a_layers_gemms_and_writes_its_results_file(tmp_path, capsys):
+    out = tmp_path / "gemm.json"
+    printed = _run(capsys, "--json", "--out", str(out))
+    assert json.loads(out.read_text()) == printed                      # --out holds what --json printed
+    for key in ("device", "torch", "date", "git_commit"):
+        assert key in printed["provenance"]
+    assert printed["benchmark"] == "gemm" and "gemm --sizes 32 48" in printed["command"]
+    assert printed["dtype"] == "fp32" and printed["device_type"] == "cpu"
+    model = preset("llama3-8b").__class__(**{**preset("llama3-8b").__dict__, "seq_len": 16})
+    layer = [(n, c, round(M), N, K) for n, c, M, N, K in layer_gemms(model, 1, 8)]
+    rows = [(r["shape"], r["count"], r["m"], r["n"], r["k"]) for r in printed["rows"]]
+    assert rows == [("square 32", 1, 32, 32, 32), ("square 48", 1, 48, 48, 48)] + layer
+    assert all(r["tflops"] > 0 and r["median_ms"] > 0 for r in printed["rows"])
+    assert max(r["fraction_of_best"] for r in printed["rows"]) == 1.0
+    # a CPU has no datasheet peak: no fraction of peak and no efficiency is claimed
+    assert printed["peak_tflops"] is None and printed["efficiency"] == {}
+    assert all(r["fraction_of_peak"] is None for r in printed["rows"])
+    assert "no datasheet peak" in printed["note"]
+
+
+def test_with_a_peak_the_best_shape_gives_the_measured_gemm_efficiency(tmp_path, capsys):
+    out = tmp_path / "gemm.json"
+    printed = _run(capsys, "--json", "--out", str(out), "--peak-tflops", "2")
+    best = printed["best"]
+    assert printed["peak_tflops"] == 2.0 and printed["peak_source"] == "--peak-tflops"
+    assert best["fraction_of_peak"] == pytest.approx(best["tflops"] / 2, abs=1e-4)
+    assert printed["efficiency"] == {"gemm": best["fraction_of_peak"]}
+    lo, hi = printed["efficiency_spread"]["gemm"]
+    assert lo <= best["fraction_of_peak"] <= hi
+    eff = Efficiency.from_results(out)                                # the planner takes it from the file
+    assert eff.gemm == best["fraction_of_peak"] and eff.measured == ["gemm"]
+    assert eff.sources["gemm"].startswith(f"measured: {out} (gemm on ")
+
+
+def test_help_explains_every_option(capsys):
+    assert bench_main(["gemm", "--help"]) == 0
+    text = capsys.readouterr().out
+    for flag in ("--model", "--tp", "--micro-batch", "--tokens", "--sizes", "--repeats", "--warmup",
+                 "--device", "--peak-tflops", "--out", "--json", "--save"):
+        assert flag in text
+    assert "fp32" in text and "bf16" in text                        # it says which precision runs where
+
+
+@pytest.mark.parametrize("bad", [["--tp", "0"], ["--tp", "3"], ["--tp", "x"], ["--sizes", "0"],
+                                 ["--repeats", "0"], ["--warmup", "-1"], ["--tokens", "0"],
+                                 ["--peak-tflops", "-1"], ["--model", "gpt-5"], ["--device", "tpu"]])
+def test_bad_input_is_one_line_and_exit_2(bad, capsys):
+    assert bench_main(["gemm", *bad]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error:") and captured.err.count("\n") == 1

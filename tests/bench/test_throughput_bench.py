@@ -1,0 +1,30 @@
+"""bench throughput: the step-time model's error per stack, as ratios, with the range check."""
+
+import json
+import subprocess
+import sys
+
+
+def bench(*args):
+    return subprocess.run([sys.executable, "-m", "playground.bench", "throughput", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_reports_median_and_worst_error_per_stack_with_the_range_check():
+    out = bench("--json", "--rows")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    stacks = result["stacks"]
+    assert {"torchtitan", "fms-fsdp", "Megatron-Bridge", "Narayanan Table 1: GPT 1.7B-1T, A100"} <= set(stacks)
+    for s in stacks.values():
+        assert 0 <= s["median_error"] <= s["worst_error"]
+        assert 0 <= s["within_band"] <= s["rows"] and 0 <= s["inside_range"] <= s["rows"]
+    assert result["all"]["rows"] == sum(s["rows"] for s in stacks.values()) == len(result["ratios"])
+    for r in result["ratios"]:
+        lo, hi = r["range"]
+        assert lo <= hi and r["inside"] == (lo <= 1.0 <= hi)
+
+
+def test_a_bad_band_is_one_line_and_exit_2():
+    out = bench("--band", "3")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--band" in out.stderr

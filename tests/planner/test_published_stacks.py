@@ -1,0 +1,95 @@
+"""Published runs of today's stacks (torchtitan, fms-fsdp, Megatron-Bridge, the Megatron MoE Model Zoo,
+DeepSpeed ZeRO-3, OPT-175B's FSDP + TP) against the step-time model.
+
+These rows are data collected for issue 17, not a fitted validation: what must hold is asserted (the
+rows build, the model predicts each, the ratio is finite, the layout fits or says why not); the ratios
+themselves are printed (``pytest -s``), not asserted.  The issue's target band is
+0.8 <= predicted / published <= 1.2 for every row, with no constant fitted per row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import fields
+
+import pytest
+
+from playground.planner.layout import Cluster, Layout, check_layout
+from playground.planner.published_stacks import (FMS_FSDP, MEGATRON_BRIDGE, MOE_MODEL_ZOO, NOT_REPRESENTABLE,
+                                                 OPT_175B, STACK_RUNS, TORCHTITAN, ZERO3_TABLE2,
+                                                 PublishedStackRun, published_metric)
+from playground.planner.step_time import predict
+
+TARGET_BAND = (0.8, 1.2)  # issue 17's target (±20%); reported, not asserted, while the model has the gaps noted
+LAYOUT_FIELDS = {f.name for f in fields(Layout)}
+
+
+@pytest.fixture(scope="module")
+def compared():
+    out = []
+    for row in STACK_RUNS:
+        prediction = predict(row.model, Cluster.of(row.gpu), row.layout)
+        out.append((row, prediction, *published_metric(row, prediction)))
+    return out
+
+
+def test_the_collection_spans_three_more_stacks_with_h100s_and_fsdp():
+    stacks = {r.stack for r in STACK_RUNS}
+    assert {"torchtitan", "fms-fsdp", "Megatron-Bridge", "Megatron MoE Model Zoo"} <= stacks
+    assert any(r.gpu == "H100" and r.layout.zero_stage == 3 for r in STACK_RUNS)
+    assert any(r.layout.shard_group for r in FMS_FSDP)                 # HSDP
+    assert any(r.layout.cp > 1 for r in TORCHTITAN) and any(r.layout.ep > 1 for r in MOE_MODEL_ZOO)
+    assert len(ZERO3_TABLE2) == 6 and OPT_175B.layout.tp == 8 and OPT_175B.layout.gpus == 992
+    assert len({r.name for r in STACK_RUNS}) == len(STACK_RUNS)
+    assert all(isinstance(line, str) and line for line in NOT_REPRESENTABLE)
+
+
+@pytest.mark.parametrize("row", STACK_RUNS, ids=lambda r: r.name)
+def test_each_row_states_its_source_and_what_it_leaves_unstated(row: PublishedStackRun):
+    assert "github.com" in row.source or "arXiv" in row.source
+    assert row.cite, "every row names its BibTeX key"
+    assert set(row.unstated) <= LAYOUT_FIELDS, f"not Layout fields: {set(row.unstated) - LAYOUT_FIELDS}"
+    published = [v for v in (row.tokens_per_s_per_gpu, row.step_time_s, row.tflops_per_gpu) if v is not None]
+    assert published and all(v > 0 for v in published)
+    if row.tflops_per_gpu is not None:
+        assert row.flop_count in ("model", "hardware", "unstated")
+    check_layout(row.model, row.layout)
+
+
+def test_every_row_is_predicted_with_a_finite_ratio(compared):
+    for row, prediction, metric, predicted, published, ratio in compared:
+        assert math.isfinite(predicted) and predicted > 0, row.name
+        assert math.isfinite(ratio) and ratio > 0, row.name
+
+
+def test_layouts_fit_the_memory_model_or_say_why_not(compared):
+    for row, prediction, *_ in compared:
+        assert prediction["memory"]["fits"] or row.memory_misfit, \
+            f"{row.name}: the memory model says it does not fit and the row does not say why"
+
+
+def test_ratio_reads_as_throughput_whatever_the_metric():
+    row = MOE_MODEL_ZOO[0]
+    faster = {"step_time_s": row.step_time_s / 2, "tokens_per_s": 1.0}
+    assert published_metric(row, faster)[3] == pytest.approx(2.0)       # half the time: twice the throughput
+    tps_row = FMS_FSDP[0]
+    doubled = {"step_time_s": 1.0, "tokens_per_s": 2 * tps_row.tokens_per_s_per_gpu * tps_row.layout.gpus}
+    assert published_metric(tps_row, doubled)[3] == pytest.approx(2.0)
+    assert MEGATRON_BRIDGE[0].flop_count == "model"
+
+
+def test_report_the_ratios_per_stack(compared, capsys):
+    by_stack = defaultdict(list)
+    lines = [f"{'stack / row':58} {'metric':12} {'pred':>9} {'publ':>9} {'ratio':>5} fits"]
+    for row, prediction, metric, predicted, published, ratio in compared:
+        by_stack[row.stack].append(ratio)
+        lines.append(f"{row.name[:58]:58} {metric[:12]:12} {predicted:9.4g} {published:9.4g} {ratio:5.2f} "
+                     f"{'yes' if prediction['memory']['fits'] else 'NO'}")
+    lo, hi = TARGET_BAND
+    for stack, ratios in by_stack.items():
+        inside = sum(lo <= r <= hi for r in ratios)
+        lines.append(f"{stack:30} rows {len(ratios):2}  ratio {min(ratios):.2f}-{max(ratios):.2f}  "
+                     f"in the ±20% band: {inside}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))

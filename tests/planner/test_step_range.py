@@ -1,0 +1,69 @@
+"""An honest range: a prediction reports what its unstated settings and the constants' spread span."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from playground.planner import EFFICIENCY, Cluster, Layout, PlanError, preset
+from playground.planner.step_range import efficiency_corners, predict_range, setting_choices, tornado
+from playground.planner.step_time import predict
+
+MODEL = preset("llama3-70b")
+CLUSTER = Cluster.of("H100")
+LAYOUT = Layout.today(8, 4, 32, global_batch=1024)
+
+
+def test_the_nominal_prediction_lies_inside_its_range():
+    r = predict_range(MODEL, CLUSTER, LAYOUT)
+    lo, hi = r["step_time_range_s"]
+    assert lo < r["step_time_s"] < hi
+    assert r["step_time_s"] == predict(MODEL, CLUSTER, LAYOUT)["step_time_s"]
+    t_lo, t_hi = r["tokens_per_s_range"]
+    assert t_lo < r["tokens_per_s"] < t_hi
+    assert r["mfu_range"][0] < r["mfu"] < r["mfu_range"][1]
+
+
+def test_each_unstated_setting_can_only_widen_the_range():
+    base = predict_range(MODEL, CLUSTER, LAYOUT)["step_time_range_s"]
+    wider = predict_range(MODEL, CLUSTER, LAYOUT, unstated=("vpp", "recompute"))["step_time_range_s"]
+    assert wider[0] <= base[0] and wider[1] >= base[1]
+    assert wider != base
+
+
+def test_the_corners_put_every_constant_at_one_end_of_its_spread():
+    fast, slow = efficiency_corners(EFFICIENCY)
+    assert fast.gemm == EFFICIENCY.spread["gemm"][1] and slow.gemm == EFFICIENCY.spread["gemm"][0]
+    assert fast.latency_s == EFFICIENCY.spread["latency_s"][0]
+    assert predict(MODEL, CLUSTER, LAYOUT, fast)["step_time_s"] < predict(MODEL, CLUSTER, LAYOUT, slow)["step_time_s"]
+
+
+def test_choices_are_the_values_the_layout_allows():
+    assert setting_choices(MODEL, LAYOUT, "vpp") == [v for v in range(1, 21) if 20 % v == 0]
+    assert setting_choices(MODEL, Layout.today(1, 1, 8, global_batch=64), "sequence_parallel") == [False]
+    with pytest.raises(PlanError, match="cannot vary"):
+        setting_choices(MODEL, LAYOUT, "tp")
+
+
+def test_the_tornado_is_sorted_by_swing_and_names_every_factor():
+    rows = tornado(MODEL, CLUSTER, LAYOUT, unstated=("vpp",))
+    names = {r["factor"] for r in rows}
+    assert {"gemm", "link", "vpp"} <= names
+    swings = [r["swing"] for r in rows]
+    assert swings == sorted(swings, reverse=True)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "playground.step_time", *args], capture_output=True, text=True)
+
+
+def test_the_command_line_reports_the_range_in_text_and_json():
+    args = ("--model", "llama3-70b", "--gpus", "1024", "--tp", "8", "--pp", "4", "--global-batch", "1024")
+    text = run(*args, "--unstated", "vpp")
+    assert text.returncode == 0 and "range" in text.stdout and "over the constants' spread, vpp" in text.stdout
+    out = json.loads(run(*args, "--json").stdout)
+    lo, hi = out["step_time_range_s"]
+    assert lo < out["step_time_s"] < hi
+    bad = run(*args, "--unstated", "colour")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "colour" in bad.stderr
