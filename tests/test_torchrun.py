@@ -36,7 +36,7 @@ def test_a_demo_whose_report_launches_more_runs_under_torchrun():
                           "-m", "playground.systems_map.placement"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.count("TP + SP        measured") == 1 and "DIFFERENT" not in out.stdout
+    assert out.stdout.count("TP + SP        counted") == 1 and "DIFFERENT" not in out.stdout
 
 
 def test_a_world_size_the_demo_cannot_use_is_refused_by_every_rank_in_one_line():
