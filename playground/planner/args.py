@@ -16,7 +16,6 @@ import json
 import math
 import os
 import sys
-from contextlib import contextmanager
 from dataclasses import replace
 
 from playground import hardware
@@ -29,7 +28,7 @@ from playground.planner.presets import preset, preset_names
 from playground.planner.step_range import SETTINGS
 
 __all__ = ["parse_number", "planner_parser", "glue_negative_values", "resolve_model", "layout_knobs",
-           "number", "whole", "cluster_from_args", "run_command", "efficiency_from_args", "efficiency_in_use",
+           "number", "whole", "cluster_from_args", "run_command", "efficiency_from_args",
            "efficiency_line", "efficiency_note", "unstated_from_args"]
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15,
@@ -264,20 +263,6 @@ def efficiency_from_args(opts) -> Efficiency | None:
     """The ``Efficiency`` of ``--efficiency FILE`` (measured constants from a results file), or None."""
     path = getattr(opts, "efficiency", None)
     return None if path is None else Efficiency.from_results(path)
-
-
-@contextmanager
-def efficiency_in_use(eff: Efficiency | None):
-    """Every step-time prediction made inside uses ``eff`` (``plan`` and ``search`` call
-    ``step_time.predict`` with its default constants); nothing changes when ``eff`` is None."""
-    from playground.planner import step_time
-    saved = step_time.predict.__defaults__
-    if eff is not None:
-        step_time.predict.__defaults__ = (eff,) + saved[1:]
-    try:
-        yield
-    finally:
-        step_time.predict.__defaults__ = saved
 
 
 def efficiency_note(eff: Efficiency) -> dict:

@@ -27,7 +27,7 @@ from playground.planner.architecture import Model
 from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
 from playground.planner.goodput import plan_goodput
-from playground.planner.layout import Cluster, Layout, check_layout
+from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu
 from playground.planner.presets import preset
@@ -103,8 +103,9 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
          global_batch_tokens=None, gpu="H100", gpus=None, mfu=None, achieved_tflops=None,
          price_per_gpu_hour=None, max_days=365, search_top=5, cluster: Cluster | None = None,
          model_source: str | None = None, gpu_mtbf_hours=None, checkpoint_gbs=None, restart_minutes=None,
-         **knobs) -> dict:
+         efficiency: Efficiency | None = None, **knobs) -> dict:
     """The capacity plan of one training run, as a JSON-ready dict (see the module docstring).
+    Every step-time prediction in it uses ``efficiency`` (default: the sourced ``EFFICIENCY``).
 
     ``knobs``: the layout (``tp pp vpp cp ep dp micro_batch zero_stage shard_group recompute dtype
     sequence_parallel flash_attention dropout overlap_grad_reduce first_stage_layers
@@ -180,7 +181,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
                               **{k: degrees[k] for k in ("vpp", "cp", "ep") if k in degrees}, **knobs)
         source = "given"
     elif gpus is not None and not speed_given:
-        searched = search(m, cluster, gpus, global_batch, top=search_top, **knobs)
+        searched = search(m, cluster, gpus, global_batch, top=search_top, eff=efficiency or EFFICIENCY, **knobs)
         if searched["best"] is None:
             layout, source = minimal_model_parallelism(m, spec, gpus, global_batch, **knobs)["layout"], "closest"
         else:
@@ -191,7 +192,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     check_layout(m, layout, gpus)
     memory = memory_per_gpu(m, layout, spec)
     if gpus is not None and not speed_given:
-        prediction = predict(m, cluster, layout)
+        prediction = predict(m, cluster, layout, efficiency or EFFICIENCY)
 
     # one source of speed for every figure
     if prediction is not None:

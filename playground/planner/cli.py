@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 
-from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_in_use, efficiency_line,
+from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_line,
                                      efficiency_note, layout_knobs, number, resolve_model, run_command, whole)
 from playground.planner.capacity import plan
 from playground.planner.errors import PlanError
@@ -35,12 +35,11 @@ def plan_from_args(opts) -> dict:
     """``plan(...)`` for parsed flags; with ``--efficiency FILE`` its measured constants, named under
     ``efficiency_from``."""
     eff = efficiency_from_args(opts)
-    with efficiency_in_use(eff):
-        result = _plan(opts)
+    result = _plan(opts, eff)
     return result if eff is None else {**result, "efficiency_from": efficiency_note(eff)}
 
 
-def _plan(opts) -> dict:
+def _plan(opts, eff) -> dict:
     n = lambda k: number(opts, k)  # noqa: E731
     top = whole(opts, "top")
     knobs = layout_knobs(opts)
@@ -56,7 +55,7 @@ def _plan(opts) -> dict:
                 max_days=n("max-days") or 365, search_top=top or 5, cluster=cluster_from_args(opts),
                 model_source=_model_source(opts), gpu_mtbf_hours=n("gpu-mtbf-hours"),
                 checkpoint_gbs=n("checkpoint-gbs"), restart_minutes=number(opts, "restart-minutes", positive=False),
-                **knobs)
+                efficiency=eff, **knobs)
 
 
 def _model_source(opts) -> str | None:

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from playground import hardware
 from playground.planner.errors import PlanError
-from playground.planner.layout import RECOMPUTE, Cluster, Layout, check_layout, even_chunks
+from playground.planner.layout import EFFICIENCY, RECOMPUTE, Cluster, Efficiency, Layout, check_layout, even_chunks
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu, usable_memory_bytes
 from playground.planner.step_time import predict
@@ -108,8 +108,10 @@ def _rank_key(r: dict) -> tuple:
             lay["cp"], lay["micro_batch"], lay["vpp"])
 
 
-def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: int = 5, **fixed) -> dict:
-    """The layouts that fit, best first, as a JSON-ready dict (``ranked``: the ``top`` best)."""
+def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: int = 5,
+           eff: Efficiency = EFFICIENCY, **fixed) -> dict:
+    """The layouts that fit, best first, as a JSON-ready dict (``ranked``: the ``top`` best), each
+    predicted with the constants ``eff``."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
     usable = usable_memory_bytes(cluster.gpu)
@@ -123,7 +125,7 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
         raise PlanError(f"no layout of {gpus} GPUs runs a global batch of {global_batch} sequences: DP x "
                         f"micro-batch must divide the batch, TP the {model.heads} heads and "
                         f"{model.kv_head_count} KV heads, PP x VPP at most the {model.layers} layers")
-    results = sorted((predict(model, cluster, lay) for lay in fitting), key=_rank_key)
+    results = sorted((predict(model, cluster, lay, eff) for lay in fitting), key=_rank_key)
     distinct = [r for i, r in enumerate(results)   # equally fast variants: the simplest one stands for all
                 if i == 0 or r["tokens_per_s"] < results[i - 1]["tokens_per_s"] * (1 - 1e-9)]
     ranked = [{"rank": i + 1, **{k: r[k] for k in ("layout", "step_time_s", "tokens_per_s", "tflops_per_gpu",

@@ -8,7 +8,7 @@ planner's (``playground.planner.args``); bad input: one line on stderr and exit 
 
 from __future__ import annotations
 
-from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_in_use, efficiency_line,
+from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_line,
                                      efficiency_note, layout_knobs, number, resolve_model, run_command,
                                      unstated_from_args, whole)
 from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, DEFAULT_SEQ_LEN, infer_architecture
@@ -24,8 +24,7 @@ def predict_from_args(opts) -> dict:
     """The prediction (or, with ``--search``, the ranked layouts) for parsed planner flags; with
     ``--efficiency FILE`` its measured constants, named under ``efficiency_from``."""
     eff = efficiency_from_args(opts)
-    with efficiency_in_use(eff):
-        result = _predict(opts, eff or EFFICIENCY)
+    result = _predict(opts, eff or EFFICIENCY)
     return result if eff is None else {**result, "efficiency_from": efficiency_note(eff)}
 
 
@@ -50,7 +49,7 @@ def _predict(opts, eff) -> dict:
             raise PlanError("--unstated gives one layout's range; it does not combine with --search")
         if gpus is None:
             raise PlanError("--search needs --gpus")
-        return search(model, cluster, gpus, seqs, top=whole(opts, "top") or 5, **knobs)
+        return search(model, cluster, gpus, seqs, top=whole(opts, "top") or 5, eff=eff, **knobs)
     degrees = {k: knobs.pop(k) for k in ("tp", "pp", "dp") if k in knobs}
     if "dp" not in degrees and gpus is None:
         raise PlanError("give --dp or --gpus (or --search)")
