@@ -25,8 +25,8 @@ What llm-analysis 0.2.2 is, read from its source and README (so the table can sa
 The mapping (each lossy step is recorded in the row's ``mapping``): a SwiGLU MLP of width f becomes
 its two-matrix MLP of width 1.5 f (the isoparametric convention of its own code) with
 ``mlp_gated_linear_units``; untied embeddings are counted once (it has no untied output layer);
-FP8 GEMMs (on its TODO list) run as its 8-bit config ``w8a8e16`` with the 8-bit peak set to the
-table's FP8 peak; an HSDP shard group becomes ZeRO-3 over all DP ranks.  Not representable, so
+FP8 GEMMs (which llm-analysis does not model yet: its README lists FP8 as planned) run as its
+8-bit config ``w8a8e16`` with the 8-bit peak set to the table's FP8 peak; an HSDP shard group becomes ZeRO-3 over all DP ranks.  Not representable, so
 skipped with the reason: context parallelism, mixtures of experts (its FLOPs have no expert term),
 a head size other than hidden / heads.  Its per-message latency is its own (8 us, every shipped
 GPU config); every other hardware number comes from ``playground.hardware``.

@@ -16,7 +16,7 @@ from playground.planner.capacity import plan
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
 from playground.planner.published_stacks import STACK_RUNS, published_metric
-from playground.planner.step_range import SETTINGS, predict_range
+from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
@@ -148,7 +148,6 @@ def stack_table() -> list[dict]:
 def tornado_rows() -> list[dict]:
     """The sensitivity chapter 6 draws: three published rows, each factor moved alone (``tornado``),
     as predicted throughput relative to the nominal, with the published value on the same scale."""
-    from playground.planner.step_range import tornado
     picks = [(next(r for r in ALL_LAYOUTS if r.name == "Llama 3 405B, 8,192 GPUs"), ("vpp", "recompute")),
              (next(r for r in ALL_LAYOUTS if r.name == "GPT 174.6B PTD-P, 384 GPUs"), ("vpp",)),
              (next(r for r in STACK_RUNS if r.name == "Llama 3.1 70B, FSDP 32 TP 8"), None)]
