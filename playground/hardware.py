@@ -9,6 +9,8 @@ Conventions, chosen once so that every chapter reads the table the same way:
 * ``hbm_bytes`` is the datasheet's "GB" read as 10^9 bytes.  The parts really carry GiB-sized
   stacks: ``memory_mib`` is what nvidia-smi reports (an "80 GB" H100: 81,559 MiB = 85.5e9 bytes),
   and ``memory_bytes`` the capacity a training process sees, which the planner's "does it fit" uses.
+* ``tdp_w`` is the datasheet's maximum board power (TDP), the power its peaks assume; a cluster run
+  under a lower power limit (``Cluster.power_limit_w``) clocks its tensor cores down.
 * ``peak_fp8_flops`` is *dense* FP8 tensor-core throughput (None where the part has none).
 * ``nvlink_bidirectional_bytes_per_s`` is the datasheet's per-GPU NVLink figure, which counts both
   directions; ``nvlink_bytes_per_s`` is one direction (what a ring collective's formula uses).
@@ -54,6 +56,7 @@ class GPU:
     aliases: tuple = field(default=(), compare=False)
     peak_fp8_flops: float | None = None        # dense FP8 tensor-core FLOP/s; None: no FP8 tensor cores
     memory_mib: int | None = None              # the memory the framework sees (nvidia-smi's MiB)
+    tdp_w: float | None = None                 # board power the datasheet's peaks are quoted at, watts
 
     @property
     def memory_bytes(self) -> float:
@@ -101,6 +104,14 @@ _FP8 = ("dense FP8 tensor-core peak, half the datasheet's with-sparsity figure: 
         "1,979 TFLOPS; HGX B200 72 PFLOPS / 8 GPUs -> 9,000 -> 4,500 TFLOPS; A100, V100 and TPU v3/v4 have "
         "no FP8 tensor cores")
 
+_TDP = ("datasheets' max thermal design power: A100 SXM 400 W, H100/H200/H800 SXM up to 700 W (configurable), "
+        "B200 1,000 W (HGX B200 per GPU), V100 SXM2 300 W")
+_GRAND_TETON = ("Meta's Grand Teton H100 as torchtitan's benchmark describes it: 'NVIDIA H100 GPUs ... 96GB HBM2e "
+                "with 2.4 TB/sec peak memory bandwidth ... default 500W power limit', https://github.com/pytorch/"
+                "torchtitan/blob/31a17bfdb70bab6f62a13d21816a5339b911d6e3/benchmarks/"
+                "llama3_h100_202412_torchtitan.md; compute, NVLink and NIC as the H100 SXM (the H100 datasheet, "
+                "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)")
+
 _V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
                    "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
                    "technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
@@ -122,47 +133,53 @@ _TABLE = (
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
                  "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
-                 "memory_mib": _NVIDIA_SMI},
-        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g"), memory_mib=40960),
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g"), memory_mib=40960, tdp_w=400),
     GPU("A100-80GB", 312 * TFLOPS, 80 * GB, 2039 * GB, 600 * GB, 200 * GBIT, 8,
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
                  "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
-                 "memory_mib": _NVIDIA_SMI},
-        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g"), memory_mib=81920),
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g"), memory_mib=81920, tdp_w=400),
     GPU("H100", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H100_DATASHEET,
                  "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
-                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI},
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
         aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5"),
-        peak_fp8_flops=3958 / 2 * TFLOPS, memory_mib=81559),
+        peak_fp8_flops=3958 / 2 * TFLOPS, memory_mib=81559, tdp_w=700),
+    GPU("H100-96GB", 1979 / 2 * TFLOPS, 96 * GB, 2400 * GB, 900 * GB, 400 * GBIT, 8,
+        sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _GRAND_TETON, "hbm_bytes_per_s": _GRAND_TETON,
+                 "nvlink_bidirectional_bytes_per_s": _GRAND_TETON, "network_bytes_per_s": _GRAND_TETON,
+                 "gpus_per_node": _GRAND_TETON, "peak_fp8_flops": _FP8, "tdp_w": _TDP},
+        aliases=("h100-hbm2e", "h100-96gb-hbm2e", "grand-teton-h100"), peak_fp8_flops=3958 / 2 * TFLOPS, tdp_w=700),
     GPU("H800", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 400 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H800,
                  "network_bytes_per_s": _H800, "gpus_per_node": _H800, "peak_fp8_flops": _FP8,
-                 "memory_mib": _NVIDIA_SMI},
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
         aliases=("h800-sxm", "h800 sxm", "h800_sxm", "h800-80gb"), peak_fp8_flops=3958 / 2 * TFLOPS,
-        memory_mib=81559),
+        memory_mib=81559, tdp_w=700),
     GPU("H200", 1979 / 2 * TFLOPS, 141 * GB, 4800 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H200_PAGE, "hbm_bytes": _H200_PAGE, "hbm_bytes_per_s": _H200_PAGE,
                  "nvlink_bidirectional_bytes_per_s": _H200_PAGE,
                  "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
-                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI},
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
         aliases=("h200-sxm", "h200 sxm", "h200_sxm", "h200-141gb"), peak_fp8_flops=3958 / 2 * TFLOPS,
-        memory_mib=143771),
+        memory_mib=143771, tdp_w=700),
     GPU("B200", 36000 / 8 / 2 * TFLOPS, 1440 / 8 * GB, 64 / 8 * TB, 1800 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _HGX_B200, "hbm_bytes": _DGX_B200, "hbm_bytes_per_s": _DGX_B200,
                  "nvlink_bidirectional_bytes_per_s": _HGX_B200,
                  "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200,
-                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI},
-        aliases=("b200-sxm", "hgx-b200", "dgx-b200"), peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359),
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+        aliases=("b200-sxm", "hgx-b200", "dgx-b200"), peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
+        tdp_w=1000),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
         sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,
                  "network_bytes_per_s": _DGX1_V100, "gpus_per_node": _DGX1_V100,
-                 "memory_mib": _NVIDIA_SMI},
-        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100"), memory_mib=32768),
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100"), memory_mib=32768, tdp_w=300),
     GPU("TPUv3", 123 * TFLOPS, 32 * GIB, 900 * GB, 2 * 340 * TB / 1024, 340 * TB / 1024, 1024,
         sources={"peak_bf16_flops": _TPU_V3, "hbm_bytes": _TPU_V3, "hbm_bytes_per_s": _TPU_V3,
                  "nvlink_bidirectional_bytes_per_s": _TPU_V3, "network_bytes_per_s": _TPU_DCN,

@@ -34,7 +34,7 @@ RUNS = {
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs"},
     {"architecture", "goodput", "efficiency"},
-    {"layout", "hf_config", "presets"},
+    {"layout", "hf_config", "presets", "gemms"},
     {"memory", "measure"},
     {"costs"},
     {"step_time", "published_layouts", "published_stacks", "overlap"},

@@ -41,7 +41,7 @@ def breakdown_figure():
     rows = []
     for row in ALL_LAYOUTS:
         if row.cite == "narayanan2021megatron":
-            r = predict(row.model, Cluster.of(row.gpu), row.layout)
+            r = predict(row.model, row.cluster, row.layout)
             shares = {"GEMMs": (r["compute_parts"]["gemm"] + r["compute_parts"]["logits"]) / r["step_time_s"],
                       "element-wise": r["compute_parts"]["elementwise"] / r["step_time_s"]}
             shares.update({k.replace("_", " "): v for k, v in r["fractions"].items() if k != "compute"})

@@ -4,7 +4,7 @@ Data flows one way, from the command line down to the hardware table: ``cli`` an
 ``step_time_cli`` (their flags in ``args``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
 GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
-one step of a layout) -> ``costs`` (each cost term) -> ``memory`` (the one memory model: bytes per
+one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``) -> ``memory`` (the one memory model: bytes per
 GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks, pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,

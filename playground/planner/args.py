@@ -110,6 +110,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "(default: the hardware table's)")
     h.add_argument("--network-gbs", metavar="GB/s", help="network bandwidth per GPU, one direction "
                    "(default: the hardware table's, 50 GB/s on H100)")
+    h.add_argument("--power-limit", metavar="W", help="board power limit each GPU runs under, watts; below the "
+                   "GPU's TDP its tensor cores clock down as (limit / TDP)^0.5 (default: the TDP, 700 W on H100)")
     lay = p.add_argument_group("layout (not given: --gpus alone searches for the fastest layout that fits)")
     for flag, text in (("tp", "tensor-parallel degree (default: 1)"), ("pp", "pipeline stages (default: 1)"),
                        ("vpp", "virtual stages per GPU, interleaved 1F1B (default: 1)"),
@@ -125,9 +127,15 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
         lay.add_argument(f"--{flag}", metavar="N", help=text)
     lay.add_argument("--zero-stage", choices=("0", "1", "2", "3"), help="ZeRO stage; 3 = FSDP (default: 1, the "
                      "distributed optimizer, when DP x CP > 1; the search tries 1-3)")
-    lay.add_argument("--recompute", choices=("none", "selective", "full"), help="activation recomputation "
-                     "(default: none; the search tries none, then selective, then full)")
-    lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision (default: bf16)")
+    lay.add_argument("--recompute", choices=("none", "selective", "op", "full"), help="activation recomputation: "
+                     "selective is Megatron's (the attention core again), op torchtitan's per-op checkpointing "
+                     "(every other matmul and the element-wise ops again) (default: none; the search tries none, "
+                     "selective, op, then full)")
+    lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
+                     "the attention core and the logits stay bf16 (default: bf16)")
+    lay.add_argument("--kernels", choices=("fused", "eager"), help="fused: Megatron/Transformer Engine or "
+                     "torch.compile kernels; eager: PyTorch op by op (RMSNorm, RoPE, SwiGLU unfused) "
+                     "(default: fused)")
     lay.add_argument("--flash-attention", action=_BOOL, default=None, help="fused attention, no s^2 scores "
                      "(default: on)")
     lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
@@ -224,7 +232,8 @@ def layout_knobs(opts) -> dict:
         if knobs.get("zero_stage", 3) != 3:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
         knobs["zero_stage"] = 3
-    for key in ("recompute", "dtype", "flash_attention", "sequence_parallel", "dropout", "overlap_grad_reduce"):
+    for key in ("recompute", "dtype", "kernels", "flash_attention", "sequence_parallel", "dropout",
+                "overlap_grad_reduce"):
         knobs[key] = getattr(opts, key)
     return {k: v for k, v in knobs.items() if v is not None}
 
@@ -256,7 +265,8 @@ def glue_negative_values(argv: list[str]) -> list[str]:
 
 def cluster_from_args(opts) -> Cluster:
     gbs = lambda k: None if number(opts, k) is None else number(opts, k) * 1e9  # noqa: E731
-    return Cluster.of(opts.gpu, whole(opts, "gpus-per-node"), gbs("nvlink-gbs"), gbs("network-gbs"))
+    return Cluster.of(opts.gpu, whole(opts, "gpus-per-node"), gbs("nvlink-gbs"), gbs("network-gbs"),
+                      number(opts, "power-limit"))
 
 
 def efficiency_from_args(opts) -> Efficiency | None:

@@ -16,49 +16,14 @@ import math
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
+from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, per_op_recomputed
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout
 from playground.planner.memory import memory_per_gpu
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
            "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
-           "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_parallel_link",
-           "pipeline_link", "memory_per_gpu", "peak_flops"]
-
-ATTENTION_CORE = ("scores", "context")
-
-
-def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
-                moe: bool = False) -> list[tuple[str, float, float, int, int]]:
-    """The forward GEMMs of one layer on one GPU: (name, batch count, M, N, K).
-
-    Attention scores are counted over the whole sequence (causal masking not subtracted, as
-    Megatron's FLOP count does).  An MoE layer's E / EP local experts each see the T k EP / E
-    tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token)."""
-    b, s, h, t = micro_batch, model.seq_len, model.hidden, tp
-    T = b * s / cp
-    a, d, dv, kv = model.heads, model.head_size, model.value_head_size, model.kv_head_count
-    gated = 2 if model.gated_mlp else 1
-    if model.is_mla:
-        q = [("q_down", 1, T, model.q_lora_rank, h), ("q_up", 1, T, a * d // t, model.q_lora_rank)] \
-            if model.q_lora_rank else [("q", 1, T, a * d // t, h)]
-        attention = q + [("kv_down", 1, T, model.kv_lora_rank + model.qk_rope_dim, h),
-                         ("kv_up", 1, T, a * (d - model.qk_rope_dim + dv) // t, model.kv_lora_rank)]
-    else:
-        attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
-    attention += [("scores", b * a // t, s / cp, s, d), ("context", b * a // t, s / cp, dv, s),
-                  ("proj", 1, T, h, a * dv // t)]
-    if not moe:
-        return attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),
-                            ("mlp_out", 1, T, h, model.ffn_width // t)]
-    e, f = model.experts, model.expert_width
-    per_expert = T * model.top_k * ep / e
-    mlp = [("router", 1, T, e, h), ("experts_in", e // ep, per_expert, gated * f // t, h),
-           ("experts_out", e // ep, per_expert, h, f // t)]
-    if model.shared_width:
-        mlp += [("shared_in", 1, T, gated * model.shared_width // t, h),
-                ("shared_out", 1, T, h, model.shared_width // t)]
-    return attention + mlp
-
+           "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "expert_parallel_link",
+           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "memory_per_gpu", "peak_flops"]
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -73,7 +38,7 @@ def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16") -> floa
     flops = 2 * count * M * N * K
     tm, tn = eff.tile
     tiles = (M / (tm * math.ceil(M / tm))) * (N / (tn * math.ceil(N / tn)))
-    compute = flops / (eff.gemm * tiles * peak_flops(gpu, dtype))
+    compute = flops / ((eff.fp8_gemm if dtype == "fp8" else eff.gemm) * tiles * peak_flops(gpu, dtype))
     memory = count * BYTES * (M * K + K * N + M * N) / (eff.hbm * gpu.hbm_bytes_per_s)
     return max(compute, memory) + eff.kernel_s
 
@@ -86,6 +51,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe)
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in gemms if g[0] not in ATTENTION_CORE)
+    cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
     if layout.flash_attention:  # one fused kernel: its matmuls at GEMM speed, no s^2 traffic
         attn_t = sum(2 * c * M * N * K for _, c, M, N, K in core) / (eff.gemm * gpu.peak_bf16_flops) + eff.kernel_s
         scores_bytes = 4 * T * h / t * BYTES
@@ -103,8 +69,42 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     else:
         width = model.ffn_width
     mlp_act = 2 * 2 * T * width / t * (1.5 if model.gated_mlp else 1)  # GeLU / SwiGLU read + write
-    elementwise = (replicated + mlp_act + scores_bytes) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
+    if layout.kernels == "eager":
+        replicated += eager_extra_bytes(model, T, layout.tp if layout.sequence_parallel else 1)
+        mlp_act += 4 * T * width / t if model.gated_mlp else 0            # silu, then the product apart
+        replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
+            if not model.position_embeddings else 0                       # RoPE on Q and K
+    elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise}
+
+
+def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
+    """HBM bytes one layer's FP8 casts move per micro-batch, forward and backward together.
+
+    Every operand of an FP8 GEMM is scaled and cast from bf16: its absolute maximum read (2 B per
+    element, the current/tensor-wise scaling of Megatron-Bridge's FP8-CS and torchtitan's float8),
+    read again and written in FP8 (2 + 1 B), and written once more transposed for the backward
+    GEMM that needs the other major order (1 B): 6 B per element.  Forward casts each input
+    activation (M x K) and each weight (K x N, every micro-batch); backward each output gradient
+    (M x N).  The attention core and the logits stay in bf16 and cast nothing."""
+    per_element = 2 + 2 + 1 + 1
+    return per_element * sum(c * (M * K + K * N + M * N)
+                             for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,
+                                                                 layout.ep, moe) if name not in ATTENTION_CORE)
+
+
+def eager_extra_bytes(model: Model, tokens: float, split: int = 1) -> float:
+    """HBM bytes an eager (uncompiled, unfused) block's two RMSNorms move beyond a fused kernel's.
+
+    PyTorch's composite RMSNorm runs as separate kernels, each reading and writing the whole
+    activation: upcast to fp32 (2 + 4 B per element), square (4 + 4), mean (4), scale (4 + 4),
+    weight (4 + 4), downcast (4 + 2): 40 B against a fused kernel's 4.  LayerNorm has one native
+    kernel and costs nothing extra.  (``layer_forward`` adds the other eager extras: SwiGLU's silu
+    and product apart, +4 B per MLP element, and RoPE on Q and K, 20 B per element: upcast, complex
+    multiply, downcast.)"""
+    if model.norm != "rmsnorm":
+        return 0.0
+    return 2 * (40 - 4) * tokens * model.hidden / split
 
 
 def _layer_flops(model: Model, moe: bool) -> tuple[float, float]:
@@ -119,12 +119,15 @@ def flops_per_step(model: Model, layout: Layout, recompute: str | None = None) -
     this is Megatron's Eq. 3).  ``recompute`` defaults to the layout's (hardware FLOPs); pass
     "none" for model FLOPs."""
     recompute = layout.recompute if recompute is None else recompute
-    passes = {"none": 3, "selective": 3, "full": 4}[recompute]
+    passes = {"none": 3, "selective": 3, "op": 3, "full": 4}[recompute]
     total = 0.0
     for moe, count in ((False, model.layers - model.moe_layers), (True, model.moe_layers)):
         if count:
             fwd, core = _layer_flops(model, moe)
-            total += count * (passes * fwd + (core if recompute == "selective" else 0))
+            again = core if recompute == "selective" else \
+                sum(2 * c * M * N * K for _, c, M, N, K in per_op_recomputed(model, 1, 1, moe=moe)) \
+                if recompute == "op" else 0
+            total += count * (passes * fwd + again)
     logits = 2 * model.seq_len * model.hidden * model.vocab * 3
     return layout.global_batch * (total + logits)
 
@@ -172,6 +175,14 @@ def context_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]
 
 def data_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
     return _link(layout.tp * layout.cp * layout.dp, layout, cluster)
+
+
+def shard_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """The link ZeRO-3's gathers and reduce-scatters ride: the whole DP x CP group's, or with HSDP
+    its shard group's (t x g consecutive ranks: NVLink when a node holds them)."""
+    if layout.shard_group:
+        return _link(layout.tp * layout.shard_group, layout, cluster)
+    return data_parallel_link(layout, cluster)
 
 
 def expert_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, int]:

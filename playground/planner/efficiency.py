@@ -1,7 +1,8 @@
 """The step-time model's only free constants (``Efficiency``), each with its source and spread.
 
 What fraction of a datasheet number real kernels reach: GEMMs of the dense peak, element-wise kernels
-of HBM bandwidth, NCCL of the link's line rate; plus a launch cost per kernel, a latency per message,
+of HBM bandwidth, NCCL of the link's line rate, FP8 GEMMs of the FP8 peak, a power-capped GPU's
+tensor cores of their uncapped rate; plus a launch cost per kernel, a latency per message,
 cuBLAS's output tile and the bytes an Adam step streams.  ``sources`` says where each value comes
 from (a cited measurement, an accounting, or "assumed"), ``spread`` its (low, high) over those
 sources, the range ``step_range`` reports; ``Efficiency.from_results`` takes measured values from a
@@ -24,6 +25,8 @@ _MAMF = ("https://github.com/stas00/ml-engineering/blob/master/compute/accelerat
 _NCCL_212 = "https://github.com/NVIDIA/nccl-tests/issues/212"
 _NCCL_178 = "https://github.com/NVIDIA/nccl-tests/issues/178"
 _MM_GUIDE = "https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html"
+_DEEPGEMM = "https://github.com/deepseek-ai/DeepGEMM (README, news of 2025-04-18)"
+_TILELANG = "https://github.com/tile-ai/tilelang/blob/main/benchmark/matmul_fp8/README.md"
 
 # every constant: where its value comes from (a cited measurement, an accounting, or "assumed")
 _SOURCES = {
@@ -32,6 +35,15 @@ _SOURCES = {
             "= 80.3% ('H200 is the same'), B200 SXM 1745 of 2250 = 77.6%; " + _MAMF + "; 0.80 is the H100/"
             "H200 row; NVIDIA's Matrix Multiplication Background guide explains the gap (tile and wave "
             "quantization), " + _MM_GUIDE,
+    "fp8_gemm": "published measurements on H800 SXM (the H100's compute): DeepGEMM's FP8 GEMMs 'up to 1550 "
+                "TFLOPS' of 1979 = 78% at their best shape after tuning, 1350+ (68%) at release, " + _DEEPGEMM
+                + "; TileLang's FP8 matmul benchmark M = N = 8192: 1378-1467 TFLOPS at K = 4096, 1461-1507 "
+                "at K = 8192 (70-76%), " + _TILELANG + "; 0.70 is the K = 4096 reading, the shapes of a "
+                "training step's GEMMs",
+    "power_exponent": "assumed, bounded by physics: under a power cap below the TDP the SM clock drops until "
+                      "the dynamic power alpha C V^2 f fits; with the voltage following the clock, power "
+                      "goes as f^3 (clock as cap^(1/3)); with the voltage at its floor, as f (clock as "
+                      "cap^1); tensor-core throughput goes with the clock as (cap / TDP)^x, x = 1/2 taken",
     "hbm": "assumed: no first-party measurement found; a third-party Nsight Compute study of H100 SXM "
            "reports coalesced matrix loads at 2.8 of 3.35 TB/s (84%) and MLP weight loads at 2.6 (78%), "
            "https://mikamirai.com/blog/gpu-memory-bandwidth/; 0.80 sits between them",
@@ -57,6 +69,8 @@ _SOURCES = {
 # (low, high) of each constant over its sources above: the range the step-time model reports
 _SPREAD = {
     "gemm": (0.776, 0.869),       # B200 ... A100 MAMF
+    "fp8_gemm": (0.68, 0.78),     # DeepGEMM at release ... DeepGEMM tuned
+    "power_exponent": (1 / 3, 1.0),  # voltage scaling with the clock ... voltage at its floor
     "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
@@ -64,7 +78,7 @@ _SPREAD = {
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
 }
-MEASURED = ("gemm", "hbm", "link", "kernel_s", "latency_s", "optimizer_bytes")  # what a results file may set
+MEASURED = ("gemm", "fp8_gemm", "hbm", "link", "kernel_s", "latency_s", "optimizer_bytes")  # what a results file may set
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,8 @@ class Efficiency:
     or "assumed"); ``spread`` gives (low, high) over those sources, for the range a prediction
     reports.  ``from_results`` takes measured values from a benchmark results file instead."""
     gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
+    fp8_gemm: float = 0.70    # FP8 GEMMs, fraction of the dense FP8 peak (H100/H800)
+    power_exponent: float = 0.5  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
     link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)

@@ -20,12 +20,14 @@ from playground.planner.architecture import Model
 from playground.planner.efficiency import EFFICIENCY, MEASURED, Efficiency
 from playground.planner.errors import PlanError
 
-__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "DTYPES", "check_layout",
+__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "DTYPES", "KERNELS",
+           "check_layout",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "op", "full")  # "op": torchtitan's per-op selective checkpointing
 DTYPES = ("bf16", "fp8")
+KERNELS = ("fused", "eager")
 
 
 @dataclass(frozen=True)
@@ -34,21 +36,23 @@ class Cluster:
     gpus_per_node: int
     nvlink_bytes_per_s: float       # one direction, per GPU
     network_bytes_per_s: float      # one direction, per GPU
+    power_limit_w: float | None = None  # a board power limit below the GPU's TDP (None: run at TDP)
 
     @classmethod
-    def of(cls, gpu="A100-80GB", gpus_per_node=None, nvlink_bytes_per_s=None, network_bytes_per_s=None):
+    def of(cls, gpu="A100-80GB", gpus_per_node=None, nvlink_bytes_per_s=None, network_bytes_per_s=None,
+           power_limit_w=None):
         """A cluster of ``gpu`` nodes; anything not given comes from the hardware table."""
         try:
             g = hardware.gpu(gpu)
         except hardware.UnknownGPUError as e:
             raise PlanError(str(e)) from None
         for name, value in (("gpus_per_node", gpus_per_node), ("nvlink_bytes_per_s", nvlink_bytes_per_s),
-                            ("network_bytes_per_s", network_bytes_per_s)):
+                            ("network_bytes_per_s", network_bytes_per_s), ("power_limit_w", power_limit_w)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value <= 0):
                 raise PlanError(f"{name} must be a positive finite number, got {value!r}")
         return cls(g, gpus_per_node or g.gpus_per_node, nvlink_bytes_per_s or g.nvlink_bytes_per_s,
-                   network_bytes_per_s or g.network_bytes_per_s)
+                   network_bytes_per_s or g.network_bytes_per_s, power_limit_w)
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class Layout:
     global_batch: int = 512          # sequences per step
     vpp: int = 1                     # virtual stages (model chunks) per GPU
     zero_stage: int = 0              # 0-2: Megatron's DDP / distributed optimizer; 3: FSDP
-    recompute: str = "full"          # none | selective | full
+    recompute: str = "full"          # none | selective | op | full
     sequence_parallel: bool = False
     flash_attention: bool = False
     overlap_grad_reduce: bool = False  # Megatron-LM of 2021 reduced gradients after the flush
@@ -70,6 +74,7 @@ class Layout:
     shard_group: int | None = None   # ZeRO-3 as HSDP: shard over this many ranks, replicate across; None: all
     dropout: bool = True             # dropout masks kept for backward (GPT-3 era); off in today's recipes
     dtype: str = "bf16"              # GEMM precision: bf16, or fp8 (weights and optimizer stay as in bf16)
+    kernels: str = "fused"           # fused (Megatron/TE, torch.compile) or eager (PyTorch op by op)
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 
@@ -232,6 +237,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
     if layout.dtype not in DTYPES:
         raise PlanError(f"dtype must be one of {', '.join(DTYPES)}, got {layout.dtype!r}")
+    if layout.kernels not in KERNELS:
+        raise PlanError(f"kernels must be one of {', '.join(KERNELS)}, got {layout.kernels!r}")
     if layout.shard_group is not None:
         if layout.zero_stage != 3:
             raise PlanError("a shard group (HSDP) needs ZeRO stage 3 (FSDP)")

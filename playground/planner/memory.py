@@ -32,6 +32,7 @@ from dataclasses import replace
 from playground import hardware
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
+from playground.planner.gemms import block_matmuls
 from playground.planner.layout import BYTES, RECOMPUTE, Layout, check_layout, stage_layers
 from playground.zero import accounting as zero_accounting
 
@@ -79,8 +80,9 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     kernel keeps no scores at all, only a 4-byte log-sum-exp per row (4 a s b).
     ``layer_activation_bytes`` is the same count for any ``Model``.
     """
-    if recompute not in RECOMPUTE:
-        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
+    if recompute not in RECOMPUTE or recompute == "op":
+        raise PlanError(f"recompute must be one of none, selective, full here, got {recompute!r} (per-op "
+                        "checkpointing is counted by layer_activation_bytes)")
     for name, value in (("seq_len", seq_len), ("micro_batch", micro_batch), ("hidden", hidden),
                         ("heads", heads), ("tp", tp)):
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
@@ -124,6 +126,11 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
     tokens = model.seq_len * layout.micro_batch / c
     if layout.recompute == "full":
         return BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1)
+    if layout.recompute == "op":  # the layer input, every other matmul's output, the attention output
+        kept = sum(c * M * N for _, c, M, N, _k in block_matmuls(model, layout.micro_batch, t, c, layout.ep, moe)[::2])
+        attention_out = tokens * model.heads * model.value_head_size / t
+        return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
+            + 4 * model.heads * tokens / t
     whole, split = _saved_per_token(model, moe, layout.dropout)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:

@@ -52,7 +52,7 @@ __all__ = ["PIP_PIN", "README_EFFICIENCY", "llm_analysis_step_time", "unrepresen
 
 PIP_PIN = "llm-analysis==0.2.2"
 README_EFFICIENCY = {"flops_efficiency": 0.5, "hbm_memory_efficiency": 0.9}  # its README's assumption
-_RECOMPUTE = {"none": "NONE", "selective": "SELECTIVE", "full": "FULL"}
+_RECOMPUTE = {"none": "NONE", "selective": "SELECTIVE", "op": "SELECTIVE", "full": "FULL"}  # per-op: its nearest
 
 
 def _llm_analysis():
@@ -196,7 +196,7 @@ def peer_table(rows=None) -> list[dict]:
     table = []
     for row in (ALL_LAYOUTS + STACK_RUNS) if rows is None else rows:
         metric_row = _as_stack_row(row)
-        ours = predict(row.model, Cluster.of(row.gpu), row.layout)
+        ours = predict(row.model, row.cluster, row.layout)
         metric, predicted, published, ratio = published_metric(metric_row, ours)
         entry = {"name": row.name, "stack": _stack(row), "gpu": row.gpu, "gpus": row.layout.gpus, "metric": metric,
                  "published": published, "ours": predicted, "ratio_ours": ratio, "skipped": "",

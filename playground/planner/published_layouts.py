@@ -56,7 +56,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.planner.costs import Layout, Model, flops_per_step
+from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 
 __all__ = ["PublishedLayout", "NARAYANAN_TABLE1", "NARAYANAN_TABLE2", "KORTHIKANTI_TABLE5", "KORTHIKANTI_DP8",
            "BLOOM", "MTNLG", "OTHER_LAYOUTS", "ALL_LAYOUTS", "IN_BAND", "OUTLIERS"]
@@ -74,6 +74,10 @@ class PublishedLayout:
     note: str = ""
     step_time_s: float | None = None  # the published iteration time, when that is what was published
     outlier: str = ""            # non-empty: why the model is known to miss this row by more than 20%
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster.of(self.gpu)
 
 
 def _gpt(params_b, heads, hidden, layers, tp, pp, gpus, batch, tflops, micro_batch=1, vpp=1):

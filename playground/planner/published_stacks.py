@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from playground.planner.costs import Layout, Model, flops_per_step
+from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 from playground.planner.presets import preset
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
@@ -45,6 +45,11 @@ class PublishedStackRun:
     note: str = ""               # settings the source states that Layout cannot express
     memory_misfit: str = ""      # non-empty: the planner's memory model says it does not fit, and why
     cite: str = ""               # BibTeX key in references.bib (proposed where not yet there)
+    power_limit_w: float | None = None  # a board power limit the source states, below the GPU's TDP
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster.of(self.gpu, power_limit_w=self.power_limit_w)
 
 
 def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, float, float, float]:
@@ -67,8 +72,8 @@ def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, flo
 _TITAN = ("https://github.com/pytorch/torchtitan/blob/31a17bfdb70bab6f62a13d21816a5339b911d6e3/benchmarks/"
           "llama3_h100_202412_torchtitan.md (same tables in docs/performance.md at eaea6f6a); runs of "
           "2024-12 with torchtitan 9dec370, torch 1963fc8")
-_GRAND_TETON = ("Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU; the "
-                "hardware table has only the 80 GB, 3.35 TB/s, 700 W H100 SXM, used here")
+_GRAND_TETON = ("Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU: the "
+                "hardware table's H100-96GB at power_limit_w = 500")
 _SEQ_DEFAULT = "sequence length not in the table: 8192, train_configs/llama3_*.toml's seq_len"
 
 
@@ -77,16 +82,17 @@ def _llama31(size: str, seq_len: int = 8192) -> Model:
 
 
 def _titan(name, model, layout, tps, unstated, note, misfit=""):
-    return PublishedStackRun(name, "torchtitan", _TITAN, "H100", model, layout, unstated, tokens_per_s_per_gpu=tps,
-                             note=f"{note}; {_GRAND_TETON}", memory_misfit=misfit, cite="liang2024torchtitan")
+    return PublishedStackRun(name, "torchtitan", _TITAN, "H100-96GB", model, layout, unstated,
+                             tokens_per_s_per_gpu=tps, note=f"{note}; {_GRAND_TETON}", memory_misfit=misfit,
+                             cite="liang2024torchtitan", power_limit_w=500)
 
 
 def _titan_fsdp_8b(gpus, technique, tps, gib):
     fp8, compiled = "Float8" in technique, "compile" in technique
-    layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="selective",
-                          dtype="fp8" if fp8 else "bf16")
-    note = (_SEQ_DEFAULT + "; selective AC, the toml's default option 'op' (per-op SAC: matmul outputs kept, "
-            "not Megatron's attention-core recompute)" + ("; torch.compile on" if compiled else "; eager")
+    layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="op",
+                          dtype="fp8" if fp8 else "bf16", kernels="fused" if compiled else "eager")
+    note = (_SEQ_DEFAULT + "; selective AC, the toml's default option 'op' (per-op SAC: every other matmul's "
+            "output kept, the rest recomputed)" + ("; torch.compile on" if compiled else "; eager")
             + ("; float8 on nn.Linear only" if fp8 else ""))
     misfit = (f"the run peaked at {gib} GiB (published) on a 96 GB H100; the memory model, on the table's 80 GB "
               "H100, counts the activations and logits of 2 x 8192 tokens kept as Megatron's selective recompute "
@@ -156,7 +162,7 @@ _TITAN_H200 = ("https://github.com/pytorch/torchtitan/blob/bcdeaa37c92d1eaceeec3
 
 def _titan_h200(nodes, tps):
     gpus = 8 * nodes
-    layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="selective",
+    layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="op",
                           dtype="fp8")
     note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (gathers move "
             "1 byte per weight: no Layout field); AC not given on the command line: the toml's selective (op)")
@@ -188,7 +194,7 @@ def _llama2(size: str) -> Model:
 
 def _fms(size, hsdp, ac, batch, tps):
     layout = Layout.today(1, 1, 128, micro_batch=batch, global_batch=128 * batch, zero_stage=3,
-                          shard_group=8 if hsdp else None, recompute="full" if ac else "none")
+                          shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager")
     note = ("sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP shard "
             "group not in the table: sharding_group_size 8 (default, one node); A100 memory size and network "
             "not stated: A100-80GB and the DGX A100 network of the hardware table taken; FSDP1 (not FSDP2), "

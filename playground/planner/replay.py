@@ -74,7 +74,7 @@ def validation_table() -> list[dict]:
     """Each published layout: published and predicted TFLOP/s per GPU (in the source's FLOP count)."""
     rows = []
     for row in ALL_LAYOUTS:
-        r = predict(row.model, Cluster.of(row.gpu), row.layout)
+        r = predict(row.model, row.cluster, row.layout)
         key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
         lay = row.layout
         rows.append({"name": row.name, "gpu": row.gpu, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
@@ -118,7 +118,7 @@ def range_table() -> list[dict]:
     rows = []
     for row, base in zip(ALL_LAYOUTS, validation_table()):
         label = SOURCES[base["source"]][0]
-        r = predict_range(row.model, Cluster.of(row.gpu), row.layout, UNSTATED[label])
+        r = predict_range(row.model, row.cluster, row.layout, UNSTATED[label])
         key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
         lo_s, hi_s = r["step_time_range_s"]
         low, high = r[key] * r["step_time_s"] / hi_s, r[key] * r["step_time_s"] / lo_s
@@ -133,7 +133,7 @@ def stack_table() -> list[dict]:
     rows = []
     for row in STACK_RUNS:
         varied = tuple(f for f in row.unstated if f in SETTINGS)   # a batch the source omits stays as read
-        r = predict_range(row.model, Cluster.of(row.gpu), row.layout, varied)
+        r = predict_range(row.model, row.cluster, row.layout, varied)
         metric, predicted, published, ratio = published_metric(row, r)
         lo_s, hi_s = r["step_time_range_s"]
         low, high = ratio * r["step_time_s"] / hi_s, ratio * r["step_time_s"] / lo_s
@@ -154,7 +154,7 @@ def tornado_rows() -> list[dict]:
     out = []
     for row, unstated in picks:
         unstated = tuple(f for f in (row.unstated if unstated is None else unstated) if f in SETTINGS)
-        cluster = Cluster.of(row.gpu)
+        cluster = row.cluster
         nominal = predict(row.model, cluster, row.layout)
         if hasattr(row, "stack"):
             published = published_metric(row, nominal)[3]  # predicted / published throughput

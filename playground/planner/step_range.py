@@ -31,7 +31,7 @@ __all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range",
 # the Layout fields a source may leave unstated, and the values each can take
 SETTINGS = {
     "vpp": None,                       # every v the layer count allows (computed)
-    "recompute": ("none", "selective", "full"),
+    "recompute": ("none", "selective", "op", "full"),
     "micro_batch": None,               # powers of two that divide the batch per replica (computed)
     "overlap_grad_reduce": (False, True),
     "sequence_parallel": (False, True),
@@ -39,7 +39,7 @@ SETTINGS = {
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "power_exponent": False, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
                      "optimizer_bytes": False}
 
 

@@ -6,8 +6,12 @@
   a roofline ``max(flops / (eta_gemm * peak * tiles), bytes / (eta_hbm * HBM))`` where ``tiles``
   is cuBLAS's tile quantization (256 x 128 output tiles, NVIDIA's Matrix Multiplication Background
   guide), plus the memory-bound element-wise kernels (LayerNorm, softmax, dropout, GeLU) at
-  ``eta_hbm`` of HBM bandwidth, plus a fixed launch cost per kernel.  Backward costs twice the
-  forward; full recomputation runs the forward once more.
+  ``eta_hbm`` of HBM bandwidth, plus a fixed launch cost per kernel; eager PyTorch
+  (``kernels="eager"``) adds what its unfused RMSNorm, RoPE and SwiGLU move.  Backward costs twice
+  the forward; full recomputation runs the forward once more, Megatron's selective the attention
+  core, torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
+* a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
+  ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel).
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
@@ -23,12 +27,14 @@
   most the last micro-batch's backward can hide it when overlap is on.  ZeRO-3 (FSDP) instead
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
   ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
-  that only what outlasts the layer's compute is exposed; HSDP adds the all-reduce across replicas.
+  that only what outlasts the layer's compute is exposed; with HSDP they ride the shard group's
+  link (NVLink when a node holds it) and the all-reduce across replicas is added.
 * **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
   the pace of every micro-batch slot.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
-* **FP8** (``dtype="fp8"``): GEMMs at the FP8 peak of the hardware table; the attention core,
-  element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are always against
+* **FP8** (``dtype="fp8"``): GEMMs at ``eta_fp8`` of the FP8 peak of the hardware table, each
+  operand scaled and cast first (``fp8_cast_bytes``: 6 B per element over HBM); the attention core,
+  the logits, element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are always against
   the dense BF16 peak, so that an FP8 run's MFU compares with a bf16 run's.
 
 The constants are in ``Efficiency`` with where each comes from; none is fitted to a row of the
@@ -40,16 +46,17 @@ validation table (``playground.planner.published_layouts``).  Hardware numbers c
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, alltoall_time, check_layout, context_parallel_link,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
-                                      layer_forward, layer_gemms, pipeline_link, tensor_parallel_link)
+                                      layer_forward, layer_gemms, per_op_recomputed, pipeline_link, shard_link,
+                                      tensor_parallel_link)
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
 
-__all__ = ["predict"]
+__all__ = ["predict", "power_clock"]
 
 
 def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
@@ -59,9 +66,14 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
     fwd = layer_forward(model, layout, gpu, eff, moe)
     f = fwd["gemm"] + fwd["elementwise"]
     rc = 1.0 if layout.recompute == "full" else 0.0
-    core = sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
-               if g[0] in ("scores", "context"))
-    recompute = rc * f + (core if layout.recompute == "selective" else 0.0)
+    if layout.recompute == "selective":   # Megatron's: the attention core again
+        recompute = sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
+                        if g[0] in ("scores", "context"))
+    elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
+        recompute = fwd["elementwise"] + sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in
+                                             per_op_recomputed(model, layout.micro_batch, t, c, layout.ep, moe))
+    else:
+        recompute = rc * f
     # TP: 2 all-reduces of the T h activation per forward (SP's gather/scatter pairs move the same
     # bytes), 2 in backward, 2 more when the forward is recomputed
     _, tp_bw = tensor_parallel_link(layout, cluster)
@@ -91,11 +103,24 @@ def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, eff: Effici
     return max(0.0, gather - cost["forward"]) + max(0.0, 2 * gather - backward)
 
 
+def power_clock(cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
+    """Tensor-core throughput of a power-capped GPU as a fraction of its uncapped rate:
+    ``(limit / TDP) ** eff.power_exponent`` below the datasheet TDP, else 1."""
+    limit, tdp = cluster.power_limit_w, cluster.gpu.tdp_w
+    if not limit or not tdp or limit >= tdp:
+        return 1.0
+    return (limit / tdp) ** eff.power_exponent
+
+
 # ----------------------------------------------------------------------------- the prediction
 def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EFFICIENCY,
             gpus: int | None = None) -> dict:
     """Step time, throughput and memory of ``layout``; see the module docstring for the terms."""
     check_layout(model, layout, gpus)
+    stated = eff
+    clock = power_clock(cluster, eff)
+    if clock < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and the attention kernel)
+        eff = replace(eff, gemm=eff.gemm * clock, fp8_gemm=eff.fp8_gemm * clock)
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
     s, h = model.seq_len, model.hidden
     stages = stage_layers(model, layout)
@@ -104,10 +129,10 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     dense_total = model.layers - model.moe_layers
     dp_link, dp_bw = data_parallel_link(layout, cluster)
     shard_n = layout.sharding_degree if layout.zero_stage == 3 else 1
+    _, shard_bw = shard_link(layout, cluster)
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
-    logits_t = 3 * gemm_time(1, layout.micro_batch * s / layout.cp, -(-model.vocab // t), h, gpu, eff,
-                             layout.dtype)
+    logits_t = 3 * gemm_time(1, layout.micro_batch * s / layout.cp, -(-model.vocab // t), h, gpu, eff)  # bf16
     rows, first = [], 0
     for i, n_layers in enumerate(stages):
         n_dense = max(0, min(first + n_layers, dense_total) - first)
@@ -119,7 +144,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
-            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, dp_bw, eff) for moe in kinds)
+            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, eff) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                    backward=sum(counts[moe] * (2 * costs[moe]["forward"] + costs[moe]["recompute"]) for moe in kinds))
@@ -194,5 +219,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "stage_layers": layers_slow, "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
-        "assumptions": {k: getattr(eff, k) for k in ("gemm", "hbm", "link", "kernel_s", "latency_s")},
+        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "power_exponent", "hbm", "link",
+                                                          "kernel_s", "latency_s")},
+        "power_clock": clock, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

@@ -75,16 +75,26 @@ def _report(r: dict) -> str:
                 lines.append(f"   beats #{x['rank'] + 1}: {x['beats_next']}")
         return "\n".join(lines)
     lay, mem = Layout(**r["layout"]), r["memory"]
-    lines = [f"layout   {lay.describe()}, {r['micro_batches']} micro-batches on {r['gpus']:,} x {r['gpu']}",
+    lines = [f"layout   {lay.describe()}, {r['micro_batches']} micro-batches on {r['gpus']:,} x {r['gpu']}"
+             + ("" if lay.dtype == "bf16" and lay.kernels == "fused" else f", {lay.dtype}, {lay.kernels} kernels"),
              f"         {r['placement_note']}",
              f"step     {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
              f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU ({r['model_tflops_per_gpu']:.0f} model), "
              f"MFU {r['mfu']:.3f}, HFU {r['hfu']:.3f}",
-             _range_line(r),
+             _range_line(r)] + _power_line(r) + [
+
              f"memory   {mem['total'] / 2 ** 30:.1f} GiB of {mem['usable'] / 2 ** 30:.1f} GiB usable "
              f"({mem['capacity'] / 2 ** 30:.1f} GiB on the GPU)" + ("" if mem["fits"] else "  (does NOT fit)")]
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
     return "\n".join(lines)
+
+
+def _power_line(r: dict) -> list[str]:
+    if r.get("power_clock", 1.0) >= 1:
+        return []
+    return [f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "
+            f"{r['power_clock']:.3f} of their rate (assumed (limit / TDP)^{r['assumptions']['power_exponent']:g}; "
+            "the range spans ^1/3 to ^1)"]
 
 
 def _range_line(r: dict) -> str:

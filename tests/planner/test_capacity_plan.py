@@ -22,13 +22,13 @@ NUMERIC = ("peak_bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_bidirectio
 
 # ----------------------------------------------------------------------------- hardware table
 def test_every_hardware_number_has_a_source():
-    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H800", "H200", "B200", "V100", "TPUv3",
-                                    "TPUv4"]
+    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H100-96GB", "H800", "H200", "B200", "V100",
+                                    "TPUv3", "TPUv4"]
     for g in hardware.all_gpus():
         for name in NUMERIC:
             assert getattr(g, name) > 0
             assert "http" in g.sources[name] or g.name == "H800", (g.name, name)
-        for name in ("peak_fp8_flops", "memory_mib"):  # optional: a source whenever a value is given
+        for name in ("peak_fp8_flops", "memory_mib", "tdp_w"):  # optional: a source whenever a value is given
             assert getattr(g, name) is None or g.sources[name], (g.name, name)
 
 

@@ -29,7 +29,7 @@ LAYOUT_FIELDS = {f.name for f in fields(Layout)}
 def compared():
     out = []
     for row in STACK_RUNS:
-        prediction = predict(row.model, Cluster.of(row.gpu), row.layout)
+        prediction = predict(row.model, row.cluster, row.layout)
         out.append((row, prediction, *published_metric(row, prediction)))
     return out
 

@@ -21,7 +21,7 @@ GPT175 = Model(80, 12288, 96, params=145.6e9)  # Table 1's 145.6B row
 
 
 def published_ratio(row):
-    r = predict(row.model, Cluster.of(row.gpu), row.layout)
+    r = predict(row.model, row.cluster, row.layout)
     key = "tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"
     return r[key] / row.tflops_per_gpu
 

@@ -1,0 +1,74 @@
+"""The GEMMs of one transformer layer on one GPU, after tensor, context and expert parallelism split them.
+
+``layer_gemms`` lists them as (name, batch count, M, N, K), the shapes every cost of the step-time
+model (``costs``) and the memory model's per-op checkpointing count start from; ``block_matmuls``
+splits the fused ones the way a Llama block calls them, and ``per_op_recomputed`` picks the ones
+torchtitan's per-op selective checkpointing recomputes.
+"""
+
+from __future__ import annotations
+
+from playground.planner.architecture import Model
+
+__all__ = ["ATTENTION_CORE", "layer_gemms", "block_matmuls", "per_op_recomputed"]
+
+ATTENTION_CORE = ("scores", "context")
+
+
+def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
+                moe: bool = False) -> list[tuple[str, float, float, int, int]]:
+    """The forward GEMMs of one layer on one GPU: (name, batch count, M, N, K).
+
+    Attention scores are counted over the whole sequence (causal masking not subtracted, as
+    Megatron's FLOP count does).  An MoE layer's E / EP local experts each see the T k EP / E
+    tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token)."""
+    b, s, h, t = micro_batch, model.seq_len, model.hidden, tp
+    T = b * s / cp
+    a, d, dv, kv = model.heads, model.head_size, model.value_head_size, model.kv_head_count
+    gated = 2 if model.gated_mlp else 1
+    if model.is_mla:
+        q = [("q_down", 1, T, model.q_lora_rank, h), ("q_up", 1, T, a * d // t, model.q_lora_rank)] \
+            if model.q_lora_rank else [("q", 1, T, a * d // t, h)]
+        attention = q + [("kv_down", 1, T, model.kv_lora_rank + model.qk_rope_dim, h),
+                         ("kv_up", 1, T, a * (d - model.qk_rope_dim + dv) // t, model.kv_lora_rank)]
+    else:
+        attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
+    attention += [("scores", b * a // t, s / cp, s, d), ("context", b * a // t, s / cp, dv, s),
+                  ("proj", 1, T, h, a * dv // t)]
+    if not moe:
+        return attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),
+                            ("mlp_out", 1, T, h, model.ffn_width // t)]
+    e, f = model.experts, model.expert_width
+    per_expert = T * model.top_k * ep / e
+    mlp = [("router", 1, T, e, h), ("experts_in", e // ep, per_expert, gated * f // t, h),
+           ("experts_out", e // ep, per_expert, h, f // t)]
+    if model.shared_width:
+        mlp += [("shared_in", 1, T, gated * model.shared_width // t, h),
+                ("shared_out", 1, T, h, model.shared_width // t)]
+    return attention + mlp
+
+
+def block_matmuls(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
+                  moe: bool = False) -> list[tuple[str, float, float, int, int]]:
+    """``layer_gemms`` without the attention core, one entry per matmul as a Llama block calls them:
+    Q, K and V apart, the gate and up projections apart (the order per-op checkpointing counts)."""
+    out = []
+    for name, c, M, N, K in layer_gemms(model, micro_batch, tp, cp, ep, moe):
+        if name in ATTENTION_CORE:
+            continue
+        if name == "qkv":
+            d, kv = model.head_size, model.kv_head_count
+            out += [("q", c, M, model.heads * d // tp, K), ("k", c, M, kv * d // tp, K), ("v", c, M, kv * d // tp, K)]
+        elif name in ("mlp_in", "experts_in", "shared_in") and model.gated_mlp:
+            out += [(name + "_gate", c, M, N // 2, K), (name + "_up", c, M, N // 2, K)]
+        else:
+            out.append((name, c, M, N, K))
+    return out
+
+
+def per_op_recomputed(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
+                      moe: bool = False) -> list[tuple[str, float, float, int, int]]:
+    """The matmuls torchtitan's per-op selective checkpointing (``selective_ac_option = "op"``)
+    recomputes: it keeps the output of every other matmul of a block (the 1st, 3rd, ...) and of the
+    attention kernel, and recomputes the rest, with every element-wise op."""
+    return block_matmuls(model, micro_batch, tp, cp, ep, moe)[1::2]
