@@ -57,6 +57,7 @@ class GPU:
     peak_fp8_flops: float | None = None        # dense FP8 tensor-core FLOP/s; None: no FP8 tensor cores
     memory_mib: int | None = None              # the memory the framework sees (nvidia-smi's MiB)
     tdp_w: float | None = None                 # board power the datasheet's peaks are quoted at, watts
+    sms: int | None = None                     # streaming multiprocessors (what NCCL's kernels take a share of)
 
     @property
     def memory_bytes(self) -> float:
@@ -112,6 +113,10 @@ _GRAND_TETON = ("Meta's Grand Teton H100 as torchtitan's benchmark describes it:
                 "llama3_h100_202412_torchtitan.md; compute, NVLink and NIC as the H100 SXM (the H100 datasheet, "
                 "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet)")
 
+_SMS = ("NVIDIA architecture whitepapers: A100 Tensor Core GPU Architecture (108 SMs on the A100), NVIDIA H100 "
+        "Tensor Core GPU Architecture (132 SMs on the H100 SXM5; H800, H200 and Grand Teton's H100 are the same "
+        "die configuration), Volta V100 whitepaper (80 SMs), https://resources.nvidia.com/en-us-tensor-core")
+
 _V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
                    "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
                    "technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
@@ -133,53 +138,53 @@ _TABLE = (
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
                  "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
-                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
-        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g"), memory_mib=40960, tdp_w=400),
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
+        aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g"), memory_mib=40960, tdp_w=400, sms=108),
     GPU("A100-80GB", 312 * TFLOPS, 80 * GB, 2039 * GB, 600 * GB, 200 * GBIT, 8,
         sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
                  "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
-                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
-        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g"), memory_mib=81920, tdp_w=400),
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
+        aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g"), memory_mib=81920, tdp_w=400, sms=108),
     GPU("H100", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H100_DATASHEET,
                  "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
-                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5"),
-        peak_fp8_flops=3958 / 2 * TFLOPS, memory_mib=81559, tdp_w=700),
+        peak_fp8_flops=3958 / 2 * TFLOPS, memory_mib=81559, tdp_w=700, sms=132),
     GPU("H100-96GB", 1979 / 2 * TFLOPS, 96 * GB, 2400 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _GRAND_TETON, "hbm_bytes_per_s": _GRAND_TETON,
                  "nvlink_bidirectional_bytes_per_s": _GRAND_TETON, "network_bytes_per_s": _GRAND_TETON,
-                 "gpus_per_node": _GRAND_TETON, "peak_fp8_flops": _FP8, "tdp_w": _TDP},
-        aliases=("h100-hbm2e", "h100-96gb-hbm2e", "grand-teton-h100"), peak_fp8_flops=3958 / 2 * TFLOPS, tdp_w=700),
+                 "gpus_per_node": _GRAND_TETON, "peak_fp8_flops": _FP8, "tdp_w": _TDP, "sms": _SMS},
+        aliases=("h100-hbm2e", "h100-96gb-hbm2e", "grand-teton-h100"), peak_fp8_flops=3958 / 2 * TFLOPS, tdp_w=700, sms=132),
     GPU("H800", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 400 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H800,
                  "network_bytes_per_s": _H800, "gpus_per_node": _H800, "peak_fp8_flops": _FP8,
-                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("h800-sxm", "h800 sxm", "h800_sxm", "h800-80gb"), peak_fp8_flops=3958 / 2 * TFLOPS,
-        memory_mib=81559, tdp_w=700),
+        memory_mib=81559, tdp_w=700, sms=132),
     GPU("H200", 1979 / 2 * TFLOPS, 141 * GB, 4800 * GB, 900 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _H200_PAGE, "hbm_bytes": _H200_PAGE, "hbm_bytes_per_s": _H200_PAGE,
                  "nvlink_bidirectional_bytes_per_s": _H200_PAGE,
                  "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
-                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("h200-sxm", "h200 sxm", "h200_sxm", "h200-141gb"), peak_fp8_flops=3958 / 2 * TFLOPS,
-        memory_mib=143771, tdp_w=700),
+        memory_mib=143771, tdp_w=700, sms=132),
     GPU("B200", 36000 / 8 / 2 * TFLOPS, 1440 / 8 * GB, 64 / 8 * TB, 1800 * GB, 400 * GBIT, 8,
         sources={"peak_bf16_flops": _HGX_B200, "hbm_bytes": _DGX_B200, "hbm_bytes_per_s": _DGX_B200,
                  "nvlink_bidirectional_bytes_per_s": _HGX_B200,
                  "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200,
-                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
+                 "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("b200-sxm", "hgx-b200", "dgx-b200"), peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
         tdp_w=1000),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
         sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,
                  "network_bytes_per_s": _DGX1_V100, "gpus_per_node": _DGX1_V100,
-                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP},
-        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100"), memory_mib=32768, tdp_w=300),
+                 "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
+        aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100"), memory_mib=32768, tdp_w=300, sms=80),
     GPU("TPUv3", 123 * TFLOPS, 32 * GIB, 900 * GB, 2 * 340 * TB / 1024, 340 * TB / 1024, 1024,
         sources={"peak_bf16_flops": _TPU_V3, "hbm_bytes": _TPU_V3, "hbm_bytes_per_s": _TPU_V3,
                  "nvlink_bidirectional_bytes_per_s": _TPU_V3, "network_bytes_per_s": _TPU_DCN,

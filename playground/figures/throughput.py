@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
-from playground.planner.costs import Cluster
 from playground.planner.published_layouts import ALL_LAYOUTS
 from playground.planner.replay import SOURCES, microbatch_sweep, tp_sweep, validation_table
 from playground.planner.step_time import predict

@@ -143,6 +143,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     lay.add_argument("--dropout", action=_BOOL, default=None, help="keep dropout masks (default: off)")
     lay.add_argument("--overlap-grad-reduce", action=_BOOL, default=None, help="reduce gradients during "
                      "backward (default: on)")
+    lay.add_argument("--tp-overlap", action=_BOOL, default=None, help="overlap tensor-parallel collectives with "
+                     "the GEMMs beside them (Transformer Engine's TP comm overlap, PyTorch's async TP) (default: off)")
     lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
                      "why each beats the next (default: off; the best is used either way)")
     lay.add_argument("--top", metavar="N", help="layouts --search prints (default: 5)")
@@ -155,7 +157,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "from its results file (python -m playground.bench gemm --out FILE); the report says which "
                    "(default: the sourced constants of planner.layout.Efficiency)")
     s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
-                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel; step-time's range "
+                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap; step-time's range "
                    "spans every value each can take (default: none; the constants' sourced spread is always spanned)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
     s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
@@ -233,7 +235,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
         knobs["zero_stage"] = 3
     for key in ("recompute", "dtype", "kernels", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce"):
+                "overlap_grad_reduce", "tp_overlap"):
         knobs[key] = getattr(opts, key)
     return {k: v for k, v in knobs.items() if v is not None}
 

@@ -23,7 +23,7 @@ from playground.planner.memory import memory_per_gpu
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
            "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "expert_parallel_link",
-           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "memory_per_gpu", "peak_flops"]
+           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "memory_per_gpu", "peak_flops"]
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -153,6 +153,15 @@ def alltoall_time(send_bytes: float, n: int, inside: int, cluster: Cluster, eff:
     nvlink = send_bytes * (inside - 1) / n / (eff.link * cluster.nvlink_bytes_per_s)
     network = send_bytes * (n - inside) / n / (eff.link * cluster.network_bytes_per_s)
     return (n - 1) * eff.latency_s + max(nvlink, network)
+
+
+def overlapped(comm_s: float, compute_s: float, gpu, eff: Efficiency = EFFICIENCY) -> float:
+    """Seconds a collective overlapped with compute adds to the step: what outlasts the compute, plus
+    the compute's slowdown while both run, for NCCL's kernels hold ``eff.comm_sms`` of the GPU's SMs
+    (compute on the rest runs at (S - c) / S of its rate).  A GPU without an SM count: no slowdown."""
+    hidden = min(comm_s, compute_s)
+    share = eff.comm_sms / (gpu.sms - eff.comm_sms) if gpu.sms and gpu.sms > eff.comm_sms else 0.0
+    return max(0.0, comm_s - compute_s) + hidden * share
 
 
 # Ranks are numbered TP fastest, then CP, then DP, then PP (Megatron-Core's order), so every group of

@@ -2,7 +2,7 @@
 
 What fraction of a datasheet number real kernels reach: GEMMs of the dense peak, element-wise kernels
 of HBM bandwidth, NCCL of the link's line rate, FP8 GEMMs of the FP8 peak, a power-capped GPU's
-tensor cores of their uncapped rate; plus a launch cost per kernel, a latency per message,
+tensor cores of their uncapped rate; the SMs an overlapped collective takes from compute; plus a launch cost per kernel, a latency per message,
 cuBLAS's output tile and the bytes an Adam step streams.  ``sources`` says where each value comes
 from (a cited measurement, an accounting, or "assumed"), ``spread`` its (low, high) over those
 sources, the range ``step_range`` reports; ``Efficiency.from_results`` takes measured values from a
@@ -34,12 +34,19 @@ _SOURCES = {
             "found, mean of 100 iterations): A100 SXM 271.2 of 312 TFLOPS = 86.9%, H100 SXM 794.5 of 989 "
             "= 80.3% ('H200 is the same'), B200 SXM 1745 of 2250 = 77.6%; " + _MAMF + "; 0.80 is the H100/"
             "H200 row; NVIDIA's Matrix Multiplication Background guide explains the gap (tile and wave "
-            "quantization), " + _MM_GUIDE,
+            "quantization), " + _MM_GUIDE + "; off the best shape, square bf16 matmuls on one H100 SXM: 797.5 "
+            "TFLOPS at 8192 (80.6%), 719.7 at 10240 (72.7%), https://github.com/zzc0721/torch-performance-"
+            "test-data/issues/79, the spread's low end",
     "fp8_gemm": "published measurements on H800 SXM (the H100's compute): DeepGEMM's FP8 GEMMs 'up to 1550 "
                 "TFLOPS' of 1979 = 78% at their best shape after tuning, 1350+ (68%) at release, " + _DEEPGEMM
                 + "; TileLang's FP8 matmul benchmark M = N = 8192: 1378-1467 TFLOPS at K = 4096, 1461-1507 "
                 "at K = 8192 (70-76%), " + _TILELANG + "; 0.70 is the K = 4096 reading, the shapes of a "
                 "training step's GEMMs",
+    "comm_sms": "published: NCCL's maintainer, 'NCCL uses the minimal number of SMs to achieve the performance "
+                "of the platform ... on DGX with 8 NICs ... it would use 16 SMs' and 'NCCL CTAs won't share an SM "
+                "with compute kernels', https://github.com/NVIDIA/nccl/issues/689; NVLink SHARP reaches peak "
+                "with 6 (GTC 2024, quoted in https://github.com/NVIDIA/nccl/issues/1656); DeepSeek-V3 gives its "
+                "all-to-all 20 SMs (arXiv:2412.19437 Sec. 3.2.2)",
     "power_exponent": "assumed, bounded by physics: under a power cap below the TDP the SM clock drops until "
                       "the dynamic power alpha C V^2 f fits; with the voltage following the clock, power "
                       "goes as f^3 (clock as cap^(1/3)); with the voltage at its floor, as f (clock as "
@@ -68,9 +75,10 @@ _SOURCES = {
 }
 # (low, high) of each constant over its sources above: the range the step-time model reports
 _SPREAD = {
-    "gemm": (0.776, 0.869),       # B200 ... A100 MAMF
+    "gemm": (0.727, 0.869),       # H100 at a non-best square shape ... A100 MAMF
     "fp8_gemm": (0.68, 0.78),     # DeepGEMM at release ... DeepGEMM tuned
-    "power_exponent": (1 / 3, 1.0),  # voltage scaling with the clock ... voltage at its floor
+    "power_exponent": (1 / 3, 1.0),
+    "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all  # voltage scaling with the clock ... voltage at its floor
     "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
@@ -91,6 +99,7 @@ class Efficiency:
     gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
     fp8_gemm: float = 0.70    # FP8 GEMMs, fraction of the dense FP8 peak (H100/H800)
     power_exponent: float = 0.5  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP
+    comm_sms: int = 16        # SMs an overlapped NCCL collective takes from the compute beside it
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
     link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)

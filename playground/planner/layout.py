@@ -75,6 +75,7 @@ class Layout:
     dropout: bool = True             # dropout masks kept for backward (GPT-3 era); off in today's recipes
     dtype: str = "bf16"              # GEMM precision: bf16, or fp8 (weights and optimizer stay as in bf16)
     kernels: str = "fused"           # fused (Megatron/TE, torch.compile) or eager (PyTorch op by op)
+    tp_overlap: bool = False         # TP collectives overlapped with the GEMMs beside them (TE, async TP)
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 

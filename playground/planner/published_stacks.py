@@ -124,18 +124,19 @@ _TITAN_CP_8B = tuple(_titan_cp_8b(cp, s, tps) for cp, s, tps in
 
 
 def _titan_70b(async_tp, tps):
-    layout = Layout.today(8, 1, 32, micro_batch=16, global_batch=512, zero_stage=3, recompute="full", dtype="fp8")
+    layout = Layout.today(8, 1, 32, micro_batch=16, global_batch=512, zero_stage=3, recompute="full", dtype="fp8",
+                          tp_overlap=async_tp)
     note = (_SEQ_DEFAULT + "; Table 4: FSDP 32 x TP 8, torch.compile + Float8, full AC"
-            + ("; AsyncTP (TP communication overlapped with the GEMMs: no Layout field)" if async_tp else ""))
+            + ("; AsyncTP (TP communication overlapped with the GEMMs: tp_overlap)" if async_tp else ""))
     return _titan(f"Llama 3.1 70B, FSDP 32 TP 8{', AsyncTP' if async_tp else ''}", _llama31("70b"), layout, tps,
                   ("sequence_parallel",), note)
 
 
 def _titan_405b_pp(interleaved, tps):
     layout = Layout.today(8, 8, 8, micro_batch=1, global_batch=256, vpp=2 if interleaved else 1, zero_stage=3,
-                          recompute="full", dtype="fp8")
-    note = (_SEQ_DEFAULT + "; Table 5: FSDP 8 x TP 8 x PP 8, torch.compile + Float8 + AsyncTP (no Layout "
-            "field), full AC; pipeline micro-batch size not stated (torchtitan's default 1 taken: 32 "
+                          recompute="full", dtype="fp8", tp_overlap=True)
+    note = (_SEQ_DEFAULT + "; Table 5: FSDP 8 x TP 8 x PP 8, torch.compile + Float8 + AsyncTP (tp_overlap), "
+            "full AC; pipeline micro-batch size not stated (torchtitan's default 1 taken: 32 "
             "micro-batches of the local batch 32)" + ("; Interleaved 1F1B: stages per rank not stated, "
                                                       "2 taken" if interleaved else "")
             + "; FSDP2 under PP keeps the gathered weights over the micro-batches (reshard_after_forward="
@@ -148,9 +149,9 @@ def _titan_405b_pp(interleaved, tps):
 def _titan_405b_cp(cp, seq_len, tps):
     dp = 8 // cp
     layout = Layout.today(8, 8, dp, cp=cp, micro_batch=1, global_batch=8 * dp, zero_stage=3, recompute="full",
-                          dtype="fp8")
+                          dtype="fp8", tp_overlap=True)
     note = ("Table 6: TP 8 x PP 8 (1F1B) with FSDP x CP = 8, local batch 8, torch.compile + Float8 + AsyncTP "
-            "(no Layout field), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP "
+            "(tp_overlap), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP "
             "reshard_after_forward=False not expressible")
     return _titan(f"Llama 3.1 405B, TP 8 PP 8 FSDP {dp} CP {cp}, {seq_len // 1024}K", _llama31("405b", seq_len),
                   layout, tps, ("micro_batch", "sequence_parallel"), note)
@@ -212,7 +213,7 @@ FMS_FSDP = (_fms("7b", True, False, 2, 3760), _fms("13b", True, False, 1, 1700),
 # ----------------------------------------------------------------------------- Megatron-Bridge
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
            "performance-summary.md, 25.11 NeMo container, System: DGX-H100")
-_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce")
+_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap")
 _BRIDGE_NOTE = ("FP8-CS (current scaling) on the linear layers; recompute, sequence parallelism, TP/DP "
                 "communication overlap not in the table (the recipes' settings, not read: Layout.today's taken)")
 

@@ -35,11 +35,12 @@ SETTINGS = {
     "micro_batch": None,               # powers of two that divide the batch per replica (computed)
     "overlap_grad_reduce": (False, True),
     "sequence_parallel": (False, True),
+    "tp_overlap": (False, True),
     "zero_stage": (0, 1, 2, 3),
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "power_exponent": False, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "power_exponent": False, "comm_sms": False, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
                      "optimizer_bytes": False}
 
 

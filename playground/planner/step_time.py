@@ -17,6 +17,8 @@
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
   link TP rides: NVLink when the TP group's size divides the GPUs per node (so every group sits in
   one node), the network otherwise.
+  With ``tp_overlap`` (Transformer Engine's userbuffers, PyTorch's async TP) they run chunk by
+  chunk behind the layer's GEMMs; only what outlasts them, and the SMs they hold, is exposed.
 * **pipeline point-to-point**: one activation per micro-batch and virtual stage each way.
 * **context-parallel** ring attention: each layer passes its K/V block c - 1 times forward (and K/V
   with their gradients backward), each pass overlapped with one block of attention; only what
@@ -51,7 +53,7 @@ from dataclasses import asdict, replace
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, alltoall_time, check_layout, context_parallel_link,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
-                                      layer_forward, layer_gemms, per_op_recomputed, pipeline_link, shard_link,
+                                      layer_forward, layer_gemms, overlapped, per_op_recomputed, pipeline_link, shard_link,
                                       tensor_parallel_link)
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
@@ -78,6 +80,8 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
     # bytes), 2 in backward, 2 more when the forward is recomputed
     _, tp_bw = tensor_parallel_link(layout, cluster)
     tp = allreduce_time(T * model.hidden * BYTES, t, tp_bw, eff) * (4 + 2 * rc)
+    if layout.tp_overlap and t > 1:  # each collective split into chunks behind the GEMM that consumes it
+        tp = overlapped(tp, (3 + rc) * (fwd["gemm"] - fwd["attention"]), gpu, eff)
     cp = 0.0
     if c > 1:  # ring attention: c - 1 K/V passes, each hidden behind one block of attention
         _, cp_bw = context_parallel_link(layout, cluster)
@@ -85,7 +89,7 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
         block = T * kv * (model.head_size + model.value_head_size) * BYTES / t
         one = eff.latency_s + block / (eff.link * cp_bw)
         step = fwd["attention"] / c
-        cp = (c - 1) * ((1 + rc) * max(0.0, one - step) + max(0.0, 2 * one - 2 * step))
+        cp = (c - 1) * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
     ep = 0.0
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
         _, inside = expert_parallel_link(layout, cluster)
@@ -95,12 +99,12 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
             "parts": fwd}
 
 
-def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, eff: Efficiency) -> float:
+def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency) -> float:
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
     backward, each prefetched behind the neighbouring layer's compute."""
     gather = allgather_time(unit_bytes, n, bw, eff)
     backward = 2 * cost["forward"] + cost["recompute"]
-    return max(0.0, gather - cost["forward"]) + max(0.0, 2 * gather - backward)
+    return overlapped(gather, cost["forward"], gpu, eff) + overlapped(2 * gather, backward, gpu, eff)
 
 
 def power_clock(cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
@@ -144,7 +148,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
-            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, eff) for moe in kinds)
+            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                    backward=sum(counts[moe] * (2 * costs[moe]["forward"] + costs[moe]["recompute"]) for moe in kinds))
@@ -169,7 +173,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         dp_t = allreduce_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff) \
             + allreduce_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff)
     hidden_dp = min(dp_t, slow["backward"]) if layout.overlap_grad_reduce else 0.0
-    dp_exposed = dp_t - hidden_dp
+    dp_exposed = overlapped(dp_t, slow["backward"], gpu, eff) if layout.overlap_grad_reduce else dp_t
     sharded = layout.zero_stage >= 1
     owned = slow["dense_params"] / (layout.sharding_degree if sharded else 1) \
         + slow["expert_params"] / (expert_dp if sharded else 1)

@@ -28,7 +28,7 @@ def test_every_hardware_number_has_a_source():
         for name in NUMERIC:
             assert getattr(g, name) > 0
             assert "http" in g.sources[name] or g.name == "H800", (g.name, name)
-        for name in ("peak_fp8_flops", "memory_mib", "tdp_w"):  # optional: a source whenever a value is given
+        for name in ("peak_fp8_flops", "memory_mib", "tdp_w", "sms"):  # optional: a source whenever a value is given
             assert getattr(g, name) is None or g.sources[name], (g.name, name)
 
 

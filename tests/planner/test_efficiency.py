@@ -10,7 +10,7 @@ from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, MEASURED, Efficiency
 from playground.step_time import main as step_time_main
 
-CONSTANTS = ("gemm", "fp8_gemm", "power_exponent", "hbm", "link", "kernel_s", "latency_s", "tile", "optimizer_bytes")
+CONSTANTS = ("gemm", "fp8_gemm", "power_exponent", "comm_sms", "hbm", "link", "kernel_s", "latency_s", "tile", "optimizer_bytes")
 STEP = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tp", "2"]
 PLAN = ["--model", "llama3-8b", "--tokens", "1T", "--gpu", "H100", "--gpus", "64", "--tp", "1", "--pp", "1"]
 
@@ -25,7 +25,7 @@ def _results(tmp_path, efficiency, **extra):
 def test_every_constant_has_a_source_and_a_spread_around_its_unchanged_default():
     assert (EFFICIENCY.gemm, EFFICIENCY.hbm, EFFICIENCY.link, EFFICIENCY.kernel_s, EFFICIENCY.latency_s,
             EFFICIENCY.tile, EFFICIENCY.optimizer_bytes) == (0.80, 0.80, 0.80, 5e-6, 10e-6, (256, 128), 30)
-    assert (EFFICIENCY.fp8_gemm, EFFICIENCY.power_exponent) == (0.70, 0.5)
+    assert (EFFICIENCY.fp8_gemm, EFFICIENCY.power_exponent, EFFICIENCY.comm_sms) == (0.70, 0.5, 16)
     for name in CONSTANTS:
         source = EFFICIENCY.sources[name]
         assert "https://" in source or source.startswith(("accounted", "assumed")), name
