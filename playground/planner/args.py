@@ -117,6 +117,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                        ("vpp", "virtual stages per GPU, interleaved 1F1B (default: 1)"),
                        ("cp", "context-parallel degree: the sequence split (default: 1)"),
                        ("ep", "expert-parallel degree, within DP x CP (default: 1)"),
+                       ("expert-tp", "expert tensor-parallel degree, dividing TP; below TP, EP x expert TP spans "
+                                     "TP x CP x DP (default: TP's)"),
                        ("dp", "data-parallel degree (default: GPUs / (TP x PP x CP))"),
                        ("micro-batch-size", "sequences per micro-batch (default: 1)"),
                        ("first-stage-layers", "layers on the first pipeline stage (default: as Megatron "
@@ -225,7 +227,7 @@ def resolve_model(opts) -> Model | None:
 def layout_knobs(opts) -> dict:
     """The layout flags that were given, as ``plan`` / ``Layout`` keywords."""
     knobs = {k: whole(opts, f) for k, f in (("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"), ("ep", "ep"),
-                                            ("dp", "dp"), ("micro_batch", "micro-batch-size"),
+                                            ("expert_tp", "expert-tp"), ("dp", "dp"), ("micro_batch", "micro-batch-size"),
                                             ("first_stage_layers", "first-stage-layers"),
                                             ("last_stage_layers", "last-stage-layers"), ("shard_group", "hsdp"))}
     if opts.zero_stage is not None:

@@ -48,7 +48,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     says so; the attention core stays bf16), the attention core alone, and the element-wise kernels."""
     b, s, h, t, a = layout.micro_batch, model.seq_len, model.hidden, layout.tp, model.heads
     T = b * s / layout.cp
-    gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe)
+    gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree)
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in gemms if g[0] not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
@@ -90,7 +90,8 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     per_element = 2 + 2 + 1 + 1
     return per_element * sum(c * (M * K + K * N + M * N)
                              for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,
-                                                                 layout.ep, moe) if name not in ATTENTION_CORE)
+                                                                 layout.ep, moe, layout.expert_tp_degree)
+                             if name not in ATTENTION_CORE)
 
 
 def eager_extra_bytes(model: Model, tokens: float, split: int = 1) -> float:
@@ -195,8 +196,9 @@ def shard_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
 
 
 def expert_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, int]:
-    """The link name and how many of an EP group's ranks share a node (EP ranks follow TP x CP)."""
-    inside = max(1, min(layout.ep, cluster.gpus_per_node // (layout.tp * layout.cp)))
+    """The link name and how many of an EP group's ranks share a node.  Megatron-Core orders expert
+    ranks ETP fastest, then EP, then expert DP, so an EP group's ranks lie ETP apart."""
+    inside = max(1, min(layout.ep, cluster.gpus_per_node // layout.expert_tp_degree))
     return ("nvlink" if inside >= layout.ep else "network"), inside
 
 

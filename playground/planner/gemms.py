@@ -16,12 +16,13 @@ ATTENTION_CORE = ("scores", "context")
 
 
 def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
-                moe: bool = False) -> list[tuple[str, float, float, int, int]]:
+                moe: bool = False, etp: int | None = None) -> list[tuple[str, float, float, int, int]]:
     """The forward GEMMs of one layer on one GPU: (name, batch count, M, N, K).
 
     Attention scores are counted over the whole sequence (causal masking not subtracted, as
     Megatron's FLOP count does).  An MoE layer's E / EP local experts each see the T k EP / E
-    tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token)."""
+    tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token), each
+    expert split over ``etp`` ranks (expert tensor parallelism; default: TP's degree)."""
     b, s, h, t = micro_batch, model.seq_len, model.hidden, tp
     T = b * s / cp
     a, d, dv, kv = model.heads, model.head_size, model.value_head_size, model.kv_head_count
@@ -38,10 +39,12 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     if not moe:
         return attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),
                             ("mlp_out", 1, T, h, model.ffn_width // t)]
-    e, f = model.experts, model.expert_width
-    per_expert = T * model.top_k * ep / e
-    mlp = [("router", 1, T, e, h), ("experts_in", e // ep, per_expert, gated * f // t, h),
-           ("experts_out", e // ep, per_expert, h, f // t)]
+    # experts split over ETP ranks (Megatron's expert tensor parallelism; TP's degree unless set):
+    # with ETP < TP each rank routes its own T / t tokens to whole-width experts
+    e, f, et = model.experts, model.expert_width, etp or t
+    per_expert = T * model.top_k * ep / e * et / t
+    mlp = [("router", 1, T, e, h), ("experts_in", e // ep, per_expert, gated * f // et, h),
+           ("experts_out", e // ep, per_expert, h, f // et)]
     if model.shared_width:
         mlp += [("shared_in", 1, T, gated * model.shared_width // t, h),
                 ("shared_out", 1, T, h, model.shared_width // t)]
@@ -49,11 +52,11 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
 
 
 def block_matmuls(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
-                  moe: bool = False) -> list[tuple[str, float, float, int, int]]:
+                  moe: bool = False, etp: int | None = None) -> list[tuple[str, float, float, int, int]]:
     """``layer_gemms`` without the attention core, one entry per matmul as a Llama block calls them:
     Q, K and V apart, the gate and up projections apart (the order per-op checkpointing counts)."""
     out = []
-    for name, c, M, N, K in layer_gemms(model, micro_batch, tp, cp, ep, moe):
+    for name, c, M, N, K in layer_gemms(model, micro_batch, tp, cp, ep, moe, etp):
         if name in ATTENTION_CORE:
             continue
         if name == "qkv":
@@ -67,8 +70,8 @@ def block_matmuls(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int 
 
 
 def per_op_recomputed(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
-                      moe: bool = False) -> list[tuple[str, float, float, int, int]]:
+                      moe: bool = False, etp: int | None = None) -> list[tuple[str, float, float, int, int]]:
     """The matmuls torchtitan's per-op selective checkpointing (``selective_ac_option = "op"``)
     recomputes: it keeps the output of every other matmul of a block (the 1st, 3rd, ...) and of the
     attention kernel, and recomputes the rest, with every element-wise op."""
-    return block_matmuls(model, micro_batch, tp, cp, ep, moe)[1::2]
+    return block_matmuls(model, micro_batch, tp, cp, ep, moe, etp)[1::2]

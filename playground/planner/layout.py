@@ -71,6 +71,8 @@ class Layout:
     scatter_gather: bool = True      # p2p sends 1/t of the activation per TP rank (Narayanan Sec. 4.1)
     cp: int = 1                      # context parallelism: the sequence split over cp ranks
     ep: int = 1                      # expert parallelism: the experts split over ep ranks of DP x CP
+    expert_tp: int | None = None     # expert tensor parallelism (ETP); None: TP's degree.  ETP < TP
+                                     # carves EP x ETP out of TP x CP x DP (Megatron-Core's MoE layout)
     shard_group: int | None = None   # ZeRO-3 as HSDP: shard over this many ranks, replicate across; None: all
     dropout: bool = True             # dropout masks kept for backward (GPT-3 era); off in today's recipes
     dtype: str = "bf16"              # GEMM precision: bf16, or fp8 (weights and optimizer stay as in bf16)
@@ -98,6 +100,15 @@ class Layout:
         return self.global_batch // (self.dp * self.micro_batch)
 
     @property
+    def expert_tp_degree(self) -> int:
+        return self.expert_tp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Data-parallel replicas of each expert: the TP x CP x DP ranks of a stage over EP x ETP."""
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp_degree)
+
+    @property
     def sharding_degree(self) -> int:
         """Ranks that shard the dense weights' ZeRO states: DP x CP (Megatron's distributed
         optimizer), or the HSDP shard group."""
@@ -106,6 +117,8 @@ class Layout:
     def describe(self) -> str:
         knobs = [f"TP={self.tp}", f"PP={self.pp}"] + [f"{k.upper()}={getattr(self, k)}" for k in ("vpp", "cp", "ep")
                                                       if getattr(self, k) > 1] + [f"DP={self.dp}"]
+        if self.expert_tp_degree != self.tp:
+            knobs.append(f"ETP={self.expert_tp_degree}")
         zero = ("HSDP (shard over " + str(self.shard_group) + ")") if self.zero_stage == 3 and self.shard_group \
             else ("FSDP (ZeRO-3)" if self.zero_stage == 3 else f"ZeRO-{self.zero_stage}")
         return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}"
@@ -217,9 +230,14 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"EP={layout.ep} needs a mixture-of-experts model (this one is dense)")
     if model.is_moe and model.experts % layout.ep:
         raise PlanError(f"EP={layout.ep} does not divide the {model.experts} experts")
-    if (layout.dp * layout.cp) % layout.ep:
+    if layout.expert_tp is not None and (layout.expert_tp < 1 or layout.tp % layout.expert_tp):
+        raise PlanError(f"expert TP={layout.expert_tp} must be a whole number dividing TP={layout.tp}")
+    if layout.expert_tp_degree == layout.tp and (layout.dp * layout.cp) % layout.ep:
         raise PlanError(f"EP={layout.ep} must divide DP x CP = {layout.dp * layout.cp} (experts are spread "
-                        f"over the data-parallel ranks)")
+                        f"over the data-parallel ranks; with --expert-tp 1 EP may span TP x DP x CP)")
+    if (layout.tp * layout.dp * layout.cp) % (layout.ep * layout.expert_tp_degree):
+        raise PlanError(f"EP x expert TP = {layout.ep * layout.expert_tp_degree} must divide TP x CP x DP = "
+                        f"{layout.tp * layout.cp * layout.dp}")
     if gpus is not None and layout.gpus != gpus:
         raise PlanError(f"TP x PP x CP x DP = {layout.tp} x {layout.pp} x {layout.cp} x {layout.dp} = "
                         f"{layout.gpus} is not the {gpus} GPUs")

@@ -5,7 +5,7 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
 * **Model states** (Rajbhandari et al. 2020; formulas kept once in ``playground.zero.accounting``):
   2-byte parameters, a 2-byte gradient buffer and 12 bytes of Adam state per parameter.  Dense
   weights are split over TP and PP and their ZeRO states sharded over DP x CP (Megatron-Core's
-  distributed optimizer) or the HSDP shard group; routed-expert weights are split over EP x TP and
+  distributed optimizer) or the HSDP shard group; routed-expert weights are split over EP x ETP and
   sharded over the DP x CP / EP ranks that replicate them.  ZeRO-3 (FSDP) also holds a working set:
   the gathered parameters of the current and the prefetched layer and one layer's unsharded gradient.
 * **Activations** per layer and micro-batch (``layer_activation_bytes``): Korthikanti et al.'s
@@ -127,7 +127,8 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
     if layout.recompute == "full":
         return BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1)
     if layout.recompute == "op":  # the layer input, every other matmul's output, the attention output
-        kept = sum(c * M * N for _, c, M, N, _k in block_matmuls(model, layout.micro_batch, t, c, layout.ep, moe)[::2])
+        kept = sum(c * M * N for _, c, M, N, _k in
+                   block_matmuls(model, layout.micro_batch, t, c, layout.ep, moe, layout.expert_tp_degree)[::2])
         attention_out = tokens * model.heads * model.value_head_size / t
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
             + 4 * model.heads * tokens / t
@@ -166,7 +167,7 @@ def stage_params(model: Model, layout: Layout, stage: int, layers: int, first_la
         dense += V * h + (model.seq_len * h if model.position_embeddings else 0)
     if stage == p - 1:
         dense += h + (V * h if (not model.tied_embeddings or p > 1) else 0)  # final norm, output layer
-    experts = moe_here * model.experts * model.mlp_params(model.expert_width) / (layout.ep * t)
+    experts = moe_here * model.experts * model.mlp_params(model.expert_width) / (layout.ep * layout.expert_tp_degree)
     scale = model.param_count / model.counted_params()                       # a published total, if given
     return dense / t * scale, experts * scale
 
@@ -185,7 +186,7 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
         full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none"), moe)
                          for moe in ((False, True) if model.is_moe else (False,)))
-    expert_dp = layout.dp * layout.cp // layout.ep
+    expert_dp = layout.expert_dp
     best, first_layer = None, 0
     for i, layers in enumerate(stages):
         dense, experts = stage_params(model, layout, i, layers, first_layer)

@@ -70,10 +70,11 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
     rc = 1.0 if layout.recompute == "full" else 0.0
     if layout.recompute == "selective":   # Megatron's: the attention core again
         recompute = sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
-                        if g[0] in ("scores", "context"))
+                        if g[0] in ("scores", "context"))  # the attention core: no experts in it
     elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
         recompute = fwd["elementwise"] + sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in
-                                             per_op_recomputed(model, layout.micro_batch, t, c, layout.ep, moe))
+                                             per_op_recomputed(model, layout.micro_batch, t, c, layout.ep, moe,
+                                                               layout.expert_tp_degree))
     else:
         recompute = rc * f
     # TP: 2 all-reduces of the T h activation per forward (SP's gather/scatter pairs move the same
@@ -165,7 +166,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     bubble_t = (p - 1) / v * per_mb
 
     # data parallelism: gradients of what each GPU holds (dense over DP x CP, experts over DP x CP / EP)
-    expert_dp = layout.dp * layout.cp // layout.ep
+    expert_dp = layout.expert_dp
     if layout.zero_stage == 3:   # reduce-scattered layer by layer above; HSDP adds the replica all-reduce
         replicas = layout.dp * layout.cp // shard_n
         dp_t = allreduce_time(slow["dense_params"] * BYTES / shard_n, replicas, dp_bw, eff) if replicas > 1 else 0.0

@@ -96,3 +96,22 @@ def test_the_command_line_takes_the_new_settings_and_refuses_bad_ones(capsys):
     assert "eager kernels" in out and "capped at 500 W of the 700 W TDP" in out
     assert step_time_main(base + ["--power-limit", "-5"]) == 2
     assert "--power-limit must be a positive finite number" in capsys.readouterr().err
+
+
+def test_expert_tensor_parallelism_of_one_lets_ep_span_tp_and_keeps_experts_whole():
+    from playground.planner.costs import expert_parallel_link
+    from playground.planner.memory import stage_params
+    from playground.planner.published_stacks import MOE_MODEL_ZOO
+    model = MOE_MODEL_ZOO[0].model
+    split = Layout.today(2, 8, 16, ep=8, micro_batch=1, global_batch=2048, vpp=4)
+    whole = replace(split, ep=32, expert_tp=1)          # EP 32 > DP x CP = 16: only with ETP = 1
+    with pytest.raises(PlanError, match="EP=32 must divide DP x CP = 16"):
+        predict(model, H100, replace(whole, expert_tp=None))
+    assert whole.expert_dp == 1 and split.expert_dp == 2
+    experts_split = stage_params(model, split, 0, 12, 0)[1]
+    experts_whole = stage_params(model, replace(split, expert_tp=1), 0, 12, 0)[1]
+    assert experts_whole == pytest.approx(2 * experts_split)  # ETP 1: each expert whole on its GPU
+    assert expert_parallel_link(replace(split, expert_tp=1), H100) == ("nvlink", 8)   # ranks one apart
+    assert expert_parallel_link(replace(split, tp=4, dp=8), H100)[0] == "network"     # ranks TP apart
+    with pytest.raises(PlanError, match="expert TP=3 must be a whole number dividing TP=2"):
+        predict(model, H100, replace(split, expert_tp=3))
