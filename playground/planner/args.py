@@ -140,11 +140,19 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                      "(default: fused)")
     lay.add_argument("--flash-attention", action=_BOOL, default=None, help="fused attention, no s^2 scores "
                      "(default: on)")
+    lay.add_argument("--attention-kernel", choices=("fa3", "fa2"), help="fused attention kernel on Hopper and "
+                     "later: fa3 (FlashAttention-3, cuDNN via Transformer Engine, ~55%% of peak) or fa2 (PyTorch "
+                     "SDPA's FlashAttention-2, ~35%% on Hopper); before Hopper both are FlashAttention-2 (default: fa3)")
     lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
                      "(default: on when TP > 1)")
     lay.add_argument("--dropout", action=_BOOL, default=None, help="keep dropout masks (default: off)")
     lay.add_argument("--overlap-grad-reduce", action=_BOOL, default=None, help="reduce gradients during "
                      "backward (default: on)")
+    lay.add_argument("--reshard-after-forward", action=_BOOL, default=None, help="FSDP: free the gathered "
+                     "weights after each forward and gather again for backward, every micro-batch; off keeps "
+                     "them gathered for the whole step (FSDP2 under PP), more memory, fewer gathers (default: on)")
+    lay.add_argument("--fp8-gather", action=_BOOL, default=None, help="FSDP all-gathers weights in float8, "
+                     "1 byte per weight (torchtitan's enable_fsdp_float8_all_gather) (default: off)")
     lay.add_argument("--tp-overlap", action=_BOOL, default=None, help="overlap tensor-parallel collectives with "
                      "the GEMMs beside them (Transformer Engine's TP comm overlap, PyTorch's async TP) (default: off)")
     lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
@@ -236,8 +244,8 @@ def layout_knobs(opts) -> dict:
         if knobs.get("zero_stage", 3) != 3:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
         knobs["zero_stage"] = 3
-    for key in ("recompute", "dtype", "kernels", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap"):
+    for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather"):
         knobs[key] = getattr(opts, key)
     return {k: v for k, v in knobs.items() if v is not None}
 

@@ -23,7 +23,7 @@ from playground.planner.memory import memory_per_gpu
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
            "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "expert_parallel_link",
-           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "memory_per_gpu", "peak_flops"]
+           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency", "memory_per_gpu", "peak_flops"]
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -43,6 +43,19 @@ def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16") -> floa
     return max(compute, memory) + eff.kernel_s
 
 
+def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY) -> float:
+    """Fraction of the dense peak a fused attention kernel reaches on the FLOPs it executes:
+    FlashAttention-3 / cuDNN (``attention_kernel="fa3"``) on Hopper and later, FlashAttention-2 on
+    Hopper at its lower rate, FlashAttention-2 elsewhere (the only kernel before Hopper)."""
+    arch = getattr(gpu, "architecture", "")
+    if arch in ("hopper", "blackwell"):
+        rate = eff.attention_fa3 if layout.attention_kernel == "fa3" else \
+            (eff.attention_fa2_hopper if arch == "hopper" else eff.attention_fa2)
+    else:
+        rate = eff.attention_fa2
+    return rate
+
+
 def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False) -> dict:
     """Seconds of one layer's forward for one micro-batch on one GPU: GEMMs (FP8 when the layout
     says so; the attention core stays bf16), the attention core alone, and the element-wise kernels."""
@@ -52,8 +65,10 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in gemms if g[0] not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
-    if layout.flash_attention:  # one fused kernel: its matmuls at GEMM speed, no s^2 traffic
-        attn_t = sum(2 * c * M * N * K for _, c, M, N, K in core) / (eff.gemm * gpu.peak_bf16_flops) + eff.kernel_s
+    if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
+        executed = (1 + 128 / s) / 2  # 128 x 128 blocks: the diagonal ones run whole
+        attn_t = executed * sum(2 * c * M * N * K for _, c, M, N, K in core) \
+            / (attention_efficiency(gpu, layout, eff) * gpu.peak_bf16_flops) + eff.kernel_s
         scores_bytes = 4 * T * h / t * BYTES
     else:
         attn_t = sum(gemm_time(*g[1:], gpu, eff) for g in core)

@@ -42,6 +42,17 @@ _SOURCES = {
                 + "; TileLang's FP8 matmul benchmark M = N = 8192: 1378-1467 TFLOPS at K = 4096, 1461-1507 "
                 "at K = 8192 (70-76%), " + _TILELANG + "; 0.70 is the K = 4096 reading, the shapes of a "
                 "training step's GEMMs",
+    "attention_fa2": "published: FlashAttention-2 'reaching 50-73% of the theoretical maximum FLOPs/s on A100' "
+                     "(Dao 2023, https://arxiv.org/abs/2307.08691, abstract; causal runs counted on the FLOPs executed); 0.55 "
+                     "taken for forward and backward together, the backward being the slower; the kernel "
+                     "of GPUs without a faster one",
+    "attention_fa2_hopper": "published: 'FlashAttention-2 achieving only 35% utilization on the H100 GPU' (Shah "
+                            "et al. 2024, FlashAttention-3, https://arxiv.org/abs/2407.08608, abstract): it does not use "
+                            "Hopper's asynchronous tensor cores; PyTorch's SDPA flash backend is FlashAttention-2",
+    "attention_fa3": "published: FlashAttention-3 'reaching up to 740 TFLOPs/s (75% utilization)' forward on "
+                     "H100, and 1.5-1.75x FlashAttention-2 backward (https://arxiv.org/abs/2407.08608); 0.55 taken for "
+                     "forward and backward together (a 35% kernel 1.5x faster backward is 53%); cuDNN's fused "
+                     "attention (Transformer Engine) is of this class",
     "comm_sms": "published: NCCL's maintainer, 'NCCL uses the minimal number of SMs to achieve the performance "
                 "of the platform ... on DGX with 8 NICs ... it would use 16 SMs' and 'NCCL CTAs won't share an SM "
                 "with compute kernels', https://github.com/NVIDIA/nccl/issues/689; NVLink SHARP reaches peak "
@@ -78,7 +89,10 @@ _SPREAD = {
     "gemm": (0.727, 0.869),       # H100 at a non-best square shape ... A100 MAMF
     "fp8_gemm": (0.68, 0.78),     # DeepGEMM at release ... DeepGEMM tuned
     "power_exponent": (1 / 3, 1.0),
-    "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all  # voltage scaling with the clock ... voltage at its floor
+    "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all
+    "attention_fa2": (0.50, 0.73),   # the FA2 abstract's range on A100
+    "attention_fa2_hopper": (0.30, 0.40),  # assumed, around the published 35%
+    "attention_fa3": (0.53, 0.75),   # FA2 x 1.5 backward ... FA3's best forward  # voltage scaling with the clock ... voltage at its floor
     "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
@@ -100,6 +114,9 @@ class Efficiency:
     fp8_gemm: float = 0.70    # FP8 GEMMs, fraction of the dense FP8 peak (H100/H800)
     power_exponent: float = 0.5  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP
     comm_sms: int = 16        # SMs an overlapped NCCL collective takes from the compute beside it
+    attention_fa2: float = 0.55         # fused attention, fraction of dense peak on the FLOPs it executes
+    attention_fa2_hopper: float = 0.35  # FlashAttention-2 on Hopper (no wgmma/TMA)
+    attention_fa3: float = 0.55         # FlashAttention-3 / cuDNN fused attention on Hopper and later
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
     link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)

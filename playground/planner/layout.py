@@ -67,6 +67,7 @@ class Layout:
     recompute: str = "full"          # none | selective | op | full
     sequence_parallel: bool = False
     flash_attention: bool = False
+    attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3, cuDNN) or fa2 (PyTorch SDPA)
     overlap_grad_reduce: bool = False  # Megatron-LM of 2021 reduced gradients after the flush
     scatter_gather: bool = True      # p2p sends 1/t of the activation per TP rank (Narayanan Sec. 4.1)
     cp: int = 1                      # context parallelism: the sequence split over cp ranks
@@ -78,6 +79,8 @@ class Layout:
     dtype: str = "bf16"              # GEMM precision: bf16, or fp8 (weights and optimizer stay as in bf16)
     kernels: str = "fused"           # fused (Megatron/TE, torch.compile) or eager (PyTorch op by op)
     tp_overlap: bool = False         # TP collectives overlapped with the GEMMs beside them (TE, async TP)
+    reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (False: keep them all step)
+    fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 
@@ -256,6 +259,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
     if layout.dtype not in DTYPES:
         raise PlanError(f"dtype must be one of {', '.join(DTYPES)}, got {layout.dtype!r}")
+    if layout.attention_kernel not in ("fa2", "fa3"):
+        raise PlanError(f"attention_kernel must be fa2 or fa3, got {layout.attention_kernel!r}")
     if layout.kernels not in KERNELS:
         raise PlanError(f"kernels must be one of {', '.join(KERNELS)}, got {layout.kernels!r}")
     if layout.shard_group is not None:

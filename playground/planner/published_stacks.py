@@ -73,7 +73,8 @@ _TITAN = ("https://github.com/pytorch/torchtitan/blob/31a17bfdb70bab6f62a13d2181
           "llama3_h100_202412_torchtitan.md (same tables in docs/performance.md at eaea6f6a); runs of "
           "2024-12 with torchtitan 9dec370, torch 1963fc8")
 _GRAND_TETON = ("Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU: the "
-                "hardware table's H100-96GB at power_limit_w = 500")
+                "hardware table's H100-96GB at power_limit_w = 500; attention through PyTorch's SDPA, whose "
+                "flash backend is FlashAttention-2 (attention_kernel fa2)")
 _SEQ_DEFAULT = "sequence length not in the table: 8192, train_configs/llama3_*.toml's seq_len"
 
 
@@ -82,6 +83,7 @@ def _llama31(size: str, seq_len: int = 8192) -> Model:
 
 
 def _titan(name, model, layout, tps, unstated, note, misfit=""):
+    layout = replace(layout, attention_kernel="fa2")  # PyTorch SDPA's flash backend: FlashAttention-2
     return PublishedStackRun(name, "torchtitan", _TITAN, "H100-96GB", model, layout, unstated,
                              tokens_per_s_per_gpu=tps, note=f"{note}; {_GRAND_TETON}", memory_misfit=misfit,
                              cite="liang2024torchtitan", power_limit_w=500)
@@ -134,13 +136,13 @@ def _titan_70b(async_tp, tps):
 
 def _titan_405b_pp(interleaved, tps):
     layout = Layout.today(8, 8, 8, micro_batch=1, global_batch=256, vpp=2 if interleaved else 1, zero_stage=3,
-                          recompute="full", dtype="fp8", tp_overlap=True)
+                          recompute="full", dtype="fp8", tp_overlap=True, reshard_after_forward=False)
     note = (_SEQ_DEFAULT + "; Table 5: FSDP 8 x TP 8 x PP 8, torch.compile + Float8 + AsyncTP (tp_overlap), "
             "full AC; pipeline micro-batch size not stated (torchtitan's default 1 taken: 32 "
             "micro-batches of the local batch 32)" + ("; Interleaved 1F1B: stages per rank not stated, "
                                                       "2 taken" if interleaved else "")
             + "; FSDP2 under PP keeps the gathered weights over the micro-batches (reshard_after_forward="
-              "False), the model re-gathers per micro-batch")
+              "False)")
     unstated = ("micro_batch", "sequence_parallel") + (("vpp",) if interleaved else ())
     return _titan(f"Llama 3.1 405B, FSDP 8 TP 8 PP 8, {'interleaved ' if interleaved else ''}1F1B",
                   _llama31("405b"), layout, tps, unstated, note)
@@ -149,10 +151,10 @@ def _titan_405b_pp(interleaved, tps):
 def _titan_405b_cp(cp, seq_len, tps):
     dp = 8 // cp
     layout = Layout.today(8, 8, dp, cp=cp, micro_batch=1, global_batch=8 * dp, zero_stage=3, recompute="full",
-                          dtype="fp8", tp_overlap=True)
+                          dtype="fp8", tp_overlap=True, reshard_after_forward=False)
     note = ("Table 6: TP 8 x PP 8 (1F1B) with FSDP x CP = 8, local batch 8, torch.compile + Float8 + AsyncTP "
-            "(tp_overlap), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP "
-            "reshard_after_forward=False not expressible")
+            "(tp_overlap), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP: "
+            "reshard_after_forward=False")
     return _titan(f"Llama 3.1 405B, TP 8 PP 8 FSDP {dp} CP {cp}, {seq_len // 1024}K", _llama31("405b", seq_len),
                   layout, tps, ("micro_batch", "sequence_parallel"), note)
 
@@ -164,9 +166,9 @@ _TITAN_H200 = ("https://github.com/pytorch/torchtitan/blob/bcdeaa37c92d1eaceeec3
 def _titan_h200(nodes, tps):
     gpus = 8 * nodes
     layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="op",
-                          dtype="fp8")
-    note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (gathers move "
-            "1 byte per weight: no Layout field); AC not given on the command line: the toml's selective (op)")
+                          dtype="fp8", fp8_gather=True, attention_kernel="fa2")
+    note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (fp8_gather: "
+            "1 byte per weight); AC not given on the command line: the toml's selective (op)")
     return PublishedStackRun(f"Llama 3.1 8B, FSDP {gpus}, H200, compile + Float8", "torchtitan", _TITAN_H200, "H200",
                              _llama31("8b"), layout, ("recompute",), tokens_per_s_per_gpu=tps, note=note,
                              cite="liang2024torchtitan")

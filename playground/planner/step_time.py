@@ -68,9 +68,10 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
     fwd = layer_forward(model, layout, gpu, eff, moe)
     f = fwd["gemm"] + fwd["elementwise"]
     rc = 1.0 if layout.recompute == "full" else 0.0
-    if layout.recompute == "selective":   # Megatron's: the attention core again
-        recompute = sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
-                        if g[0] in ("scores", "context"))  # the attention core: no experts in it
+    if layout.recompute == "selective":   # Megatron's: the attention core again (the fused kernel's forward)
+        recompute = fwd["attention"] if layout.flash_attention else \
+            sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
+                if g[0] in ("scores", "context"))
     elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
         recompute = fwd["elementwise"] + sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in
                                              per_op_recomputed(model, layout.micro_batch, t, c, layout.ep, moe,
@@ -100,12 +101,18 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
             "parts": fwd}
 
 
-def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency) -> float:
+def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout) -> float:
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
-    backward, each prefetched behind the neighbouring layer's compute."""
-    gather = allgather_time(unit_bytes, n, bw, eff)
+    backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
+    ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
+    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight."""
+    gather = allgather_time(unit_bytes / (2 if layout.fp8_gather else 1), n, bw, eff)
+    scatter = allgather_time(unit_bytes, n, bw, eff)
     backward = 2 * cost["forward"] + cost["recompute"]
-    return overlapped(gather, cost["forward"], gpu, eff) + overlapped(2 * gather, backward, gpu, eff)
+    if not layout.reshard_after_forward:
+        return overlapped(gather, cost["forward"], gpu, eff) / layout.micro_batches \
+            + overlapped(scatter, backward, gpu, eff)
+    return overlapped(gather, cost["forward"], gpu, eff) + overlapped(gather + scatter, backward, gpu, eff)
 
 
 def power_clock(cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
@@ -125,7 +132,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     stated = eff
     clock = power_clock(cluster, eff)
     if clock < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and the attention kernel)
-        eff = replace(eff, gemm=eff.gemm * clock, fp8_gemm=eff.fp8_gemm * clock)
+        eff = replace(eff, **{k: getattr(eff, k) * clock for k in ("gemm", "fp8_gemm", "attention_fa2",
+                                                                   "attention_fa2_hopper", "attention_fa3")})
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
     s, h = model.seq_len, model.hidden
     stages = stage_layers(model, layout)
@@ -149,7 +157,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
-            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff) for moe in kinds)
+            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                    backward=sum(counts[moe] * (2 * costs[moe]["forward"] + costs[moe]["recompute"]) for moe in kinds))

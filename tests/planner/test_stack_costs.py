@@ -115,3 +115,29 @@ def test_expert_tensor_parallelism_of_one_lets_ep_span_tp_and_keeps_experts_whol
     assert expert_parallel_link(replace(split, tp=4, dp=8), H100)[0] == "network"     # ranks TP apart
     with pytest.raises(PlanError, match="expert TP=3 must be a whole number dividing TP=2"):
         predict(model, H100, replace(split, expert_tp=3))
+
+
+def test_the_attention_kernel_runs_the_causal_half_at_its_measured_rate():
+    from playground.planner.costs import attention_efficiency, layer_forward
+    long = replace(LLAMA, seq_len=32768)
+    lay = Layout.today(1, 1, 8, micro_batch=1, global_batch=8, zero_stage=3)
+    fa2, fa3 = (replace(lay, attention_kernel=k) for k in ("fa2", "fa3"))
+    assert attention_efficiency(hardware.gpu("H100"), fa2) == EFFICIENCY.attention_fa2_hopper
+    assert attention_efficiency(hardware.gpu("H100"), fa3) == EFFICIENCY.attention_fa3
+    a100 = hardware.gpu("A100-80GB")   # no FlashAttention-3 before Hopper: both are FlashAttention-2
+    assert attention_efficiency(a100, fa2) == attention_efficiency(a100, fa3) == EFFICIENCY.attention_fa2
+    core = sum(2 * c * M * N * K for n, c, M, N, K in layer_gemms(long, 1, 1) if n in ("scores", "context"))
+    t = layer_forward(long, fa3, hardware.gpu("H100"), EFFICIENCY)["attention"]
+    executed = (1 + 128 / 32768) / 2
+    assert t == pytest.approx(executed * core / (EFFICIENCY.attention_fa3 * 989.5e12) + EFFICIENCY.kernel_s)
+    assert predict(long, H100, fa2)["step_time_s"] > predict(long, H100, fa3)["step_time_s"]
+
+
+def test_fsdp2_without_resharding_gathers_once_a_step_and_holds_the_stage():
+    lay = Layout.today(1, 1, 64, micro_batch=1, global_batch=512, zero_stage=3)   # 8 micro-batches
+    again, kept = (predict(LLAMA, H100, replace(lay, reshard_after_forward=r)) for r in (True, False))
+    assert kept["time_breakdown"]["zero3_gathers"] < again["time_breakdown"]["zero3_gathers"]
+    assert kept["memory"]["zero3_buffers"] > again["memory"]["zero3_buffers"]
+    fp8 = predict(LLAMA, H100, replace(lay, dtype="fp8", fp8_gather=True))
+    assert fp8["time_breakdown"]["zero3_gathers"] < predict(LLAMA, H100, replace(lay, dtype="fp8"))[
+        "time_breakdown"]["zero3_gathers"]
