@@ -153,6 +153,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                      "them gathered for the whole step (FSDP2 under PP), more memory, fewer gathers (default: on)")
     lay.add_argument("--fp8-gather", action=_BOOL, default=None, help="FSDP all-gathers weights in float8, "
                      "1 byte per weight (torchtitan's enable_fsdp_float8_all_gather) (default: off)")
+    lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
+                     "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
+                     "(default: 1, forced balance)")
     lay.add_argument("--tp-overlap", action=_BOOL, default=None, help="overlap tensor-parallel collectives with "
                      "the GEMMs beside them (Transformer Engine's TP comm overlap, PyTorch's async TP) (default: off)")
     lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
@@ -167,7 +170,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "from its results file (python -m playground.bench gemm --out FILE); the report says which "
                    "(default: the sourced constants of planner.layout.Efficiency)")
     s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
-                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap; step-time's range "
+                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap, moe-imbalance; the "
+                   "range "
                    "spans every value each can take (default: none; the constants' sourced spread is always spanned)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
     s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
@@ -240,6 +244,8 @@ def layout_knobs(opts) -> dict:
                                             ("last_stage_layers", "last-stage-layers"), ("shard_group", "hsdp"))}
     if opts.zero_stage is not None:
         knobs["zero_stage"] = int(opts.zero_stage)
+    if getattr(opts, "moe_imbalance", None) is not None:
+        knobs["moe_imbalance"] = number(opts, "moe-imbalance")
     if knobs.get("shard_group"):
         if knobs.get("zero_stage", 3) != 3:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")

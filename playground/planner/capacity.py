@@ -33,7 +33,7 @@ from playground.planner.memory import memory_per_gpu
 from playground.planner.presets import preset
 from playground.planner.published_runs import HIGHEST_PUBLISHED_MFU, MAX_REPORTED_MFU
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
-from playground.planner.step_time import predict
+from playground.planner.step_range import predict_range
 
 __all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_SEQ_LEN",
            "DEFAULT_VOCAB", "MAX_LAYERS", "DEGREES"]
@@ -103,13 +103,15 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
          global_batch_tokens=None, gpu="H100", gpus=None, mfu=None, achieved_tflops=None,
          price_per_gpu_hour=None, max_days=365, search_top=5, cluster: Cluster | None = None,
          model_source: str | None = None, gpu_mtbf_hours=None, checkpoint_gbs=None, restart_minutes=None,
-         efficiency: Efficiency | None = None, **knobs) -> dict:
+         efficiency: Efficiency | None = None, unstated=(), **knobs) -> dict:
     """The capacity plan of one training run, as a JSON-ready dict (see the module docstring).
-    Every step-time prediction in it uses ``efficiency`` (default: the sourced ``EFFICIENCY``).
+    Every step-time prediction in it uses ``efficiency`` (default: the sourced ``EFFICIENCY``); the
+    predicted layout's step time, days and GPU-hours come with the range the constants' spread and
+    the ``unstated`` layout fields span (``step_range.predict_range``).
 
-    ``knobs``: the layout (``tp pp vpp cp ep dp micro_batch zero_stage shard_group recompute dtype
-    sequence_parallel flash_attention dropout overlap_grad_reduce first_stage_layers
-    last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
+    ``knobs``: the layout (``tp pp vpp cp ep expert_tp dp micro_batch zero_stage shard_group recompute
+    dtype kernels attention_kernel sequence_parallel flash_attention dropout overlap_grad_reduce
+    tp_overlap reshard_after_forward fp8_gather first_stage_layers last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
     shared_experts``); anything not given takes today's default (``Layout.today``).  With
     ``gpu_mtbf_hours`` the plan adds its failure budget (``goodput.plan_goodput``): checkpoints of
     14 bytes per parameter (bf16 weights, fp32 master and Adam moments) written at the storage's
@@ -192,7 +194,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     check_layout(m, layout, gpus)
     memory = memory_per_gpu(m, layout, spec)
     if gpus is not None and not speed_given:
-        prediction = predict(m, cluster, layout, efficiency or EFFICIENCY)
+        prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
 
     # one source of speed for every figure
     if prediction is not None:
@@ -277,6 +279,10 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         "notes": notes, "warnings": warnings,
     }
     if prediction is not None:
+        lo, hi = prediction["step_time_range_s"]
+        out.update(step_time_range_s=[lo, hi], days_range=[steps * lo / 86400, steps * hi / 86400],
+                   gpu_hours_range=[steps * lo * gpus / 3600, steps * hi * gpus / 3600],
+                   range_from=prediction["range_from"])
         out["layout_prediction"] = prediction
         out["time_breakdown"] = prediction["time_breakdown"]
         out["placement_note"] = prediction["placement_note"]

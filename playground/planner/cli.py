@@ -10,7 +10,8 @@ from __future__ import annotations
 import textwrap
 
 from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_line,
-                                     efficiency_note, layout_knobs, number, resolve_model, run_command, whole)
+                                     efficiency_note, layout_knobs, number, resolve_model, run_command,
+                                     unstated_from_args, whole)
 from playground.planner.capacity import plan
 from playground.planner.errors import PlanError
 from playground.planner.layout import Layout
@@ -55,7 +56,7 @@ def _plan(opts, eff) -> dict:
                 max_days=n("max-days") or 365, search_top=top or 5, cluster=cluster_from_args(opts),
                 model_source=_model_source(opts), gpu_mtbf_hours=n("gpu-mtbf-hours"),
                 checkpoint_gbs=n("checkpoint-gbs"), restart_minutes=number(opts, "restart-minutes", positive=False),
-                efficiency=eff, **knobs)
+                efficiency=eff, unstated=unstated_from_args(opts), **knobs)
 
 
 def _model_source(opts) -> str | None:
@@ -99,7 +100,10 @@ def report(p: dict, ranked: bool = False) -> str:
         f"({_si(p['flops_per_token'], 'FLOP')}/token; " + _FLOPS_METHOD.get(p["flops_method"], p["flops_method"]) + ")",
         f"time       {p['gpu_hours']:,.0f} GPU-hours"
         + (f" = {p['days']:.1f} days on {p['gpus']:,} {p['gpu']}s" if p["days"] is not None else "")
-        + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else ""),
+        + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else "")
+        + (f"; range {p['days_range'][0]:.1f}-{p['days_range'][1]:.1f} days over "
+           + ", ".join(["the constants' spread"] + [f.replace("_", "-") for f in p["range_from"]["unstated"]])
+           if p.get("days_range") else ""),
         f"memory     {_gib(m['total'])} per GPU = states {_gib(m['model_states'])}"
         + (f" + ZeRO-3 buffers {_gib(m['zero3_buffers'])}" if m["zero3_buffers"] else "")
         + f" + activations {_gib(m['activations'])}" + (f" + logits {_gib(m['logits'])}" if m["logits"] else "")

@@ -63,7 +63,9 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     T = b * s / layout.cp
     gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree)
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
-    rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in gemms if g[0] not in ATTENTION_CORE)
+    # the busiest EP rank sets the pace of the routed experts: moe_imbalance x the mean's tokens
+    rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * (layout.moe_imbalance if g[0].startswith("experts") else 1)
+               for g in gemms if g[0] not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
         executed = (1 + 128 / s) / 2  # 128 x 128 blocks: the diagonal ones run whole

@@ -81,6 +81,7 @@ class Layout:
     tp_overlap: bool = False         # TP collectives overlapped with the GEMMs beside them (TE, async TP)
     reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (False: keep them all step)
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
+    moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 
@@ -259,6 +260,9 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
     if layout.dtype not in DTYPES:
         raise PlanError(f"dtype must be one of {', '.join(DTYPES)}, got {layout.dtype!r}")
+    if isinstance(layout.moe_imbalance, bool) or not isinstance(layout.moe_imbalance, (int, float)) \
+            or not math.isfinite(layout.moe_imbalance) or layout.moe_imbalance < 1:
+        raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
     if layout.attention_kernel not in ("fa2", "fa3"):
         raise PlanError(f"attention_kernel must be fa2 or fa3, got {layout.attention_kernel!r}")
     if layout.kernels not in KERNELS:

@@ -100,7 +100,7 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     return per_token + scores / t
 
 
-def _saved_per_token(model: Model, moe: bool, dropout: bool) -> tuple[float, float]:
+def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0) -> tuple[float, float]:
     """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
     parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's."""
     h, a, k = model.hidden, model.heads, model.kv_head_count
@@ -113,7 +113,7 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool) -> tuple[float, flo
     mlp = lambda f: BYTES * (3 if model.gated_mlp else 2) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:
         whole += 4 * model.experts                      # the router's fp32 logits
-        split += model.top_k * (BYTES * 2 * h + mlp(model.expert_width)) + \
+        split += imbalance * model.top_k * (BYTES * 2 * h + mlp(model.expert_width)) + \
             (mlp(model.shared_width) if model.shared_width else 0)  # dispatched copy, its MLP, its output
     else:
         split += mlp(model.ffn_width)
@@ -132,7 +132,7 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
         attention_out = tokens * model.heads * model.value_head_size / t
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
             + 4 * model.heads * tokens / t
-    whole, split = _saved_per_token(model, moe, layout.dropout)
+    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row

@@ -24,7 +24,9 @@
   with their gradients backward), each pass overlapped with one block of attention; only what
   outlasts the block is exposed.
 * **expert-parallel** all-to-alls: dispatch and combine per MoE layer (forward, backward, and the
-  recomputed forward), the NVLink and network shares of an EP group moving at once.
+  recomputed forward), the NVLink and network shares of an EP group moving at once; the busiest
+  rank's tokens (``moe_imbalance`` x the mean: dropless routing) set the pace of it and of the
+  expert GEMMs.
 * **data-parallel** gradient reduction over DP x CP (routed experts over DP x CP / EP), of which at
   most the last micro-batch's backward can hide it when overlap is on.  ZeRO-3 (FSDP) instead
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
@@ -96,7 +98,7 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
         _, inside = expert_parallel_link(layout, cluster)
         sent = T * model.top_k * model.hidden * BYTES / (t if layout.sequence_parallel else 1)
-        ep = alltoall_time(sent, layout.ep, inside, cluster, eff) * (4 + 2 * rc)
+        ep = alltoall_time(sent * layout.moe_imbalance, layout.ep, inside, cluster, eff) * (4 + 2 * rc)
     return {"forward": f, "compute": 3 * f, "recompute": recompute, "tp": tp, "cp": cp, "ep": ep,
             "parts": fwd}
 

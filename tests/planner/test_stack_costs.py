@@ -141,3 +141,21 @@ def test_fsdp2_without_resharding_gathers_once_a_step_and_holds_the_stage():
     fp8 = predict(LLAMA, H100, replace(lay, dtype="fp8", fp8_gather=True))
     assert fp8["time_breakdown"]["zero3_gathers"] < predict(LLAMA, H100, replace(lay, dtype="fp8"))[
         "time_breakdown"]["zero3_gathers"]
+
+
+def test_dropless_imbalance_paces_the_experts_and_the_all_to_all():
+    from playground.planner.published_stacks import MOE_MODEL_ZOO
+    row = MOE_MODEL_ZOO[1]
+    even, skewed = (predict(row.model, row.cluster, replace(row.layout, moe_imbalance=f)) for f in (1.0, 1.25))
+    assert skewed["time_breakdown"]["ep_all_to_all"] > 1.2 * even["time_breakdown"]["ep_all_to_all"]
+    assert skewed["step_time_s"] > even["step_time_s"] and skewed["memory"]["total"] > even["memory"]["total"]
+    with pytest.raises(PlanError, match="moe_imbalance is the busiest rank's tokens over the mean, >= 1"):
+        predict(row.model, row.cluster, replace(row.layout, moe_imbalance=0.5))
+
+
+def test_the_capacity_plan_gives_its_days_with_the_range_the_step_time_spans():
+    from playground.planner.capacity import plan
+    p = plan(model="llama3-8b", tokens=1e12, gpus=64, tp=1, pp=1, unstated=("recompute",))
+    lo, hi = p["days_range"]
+    assert lo <= p["days"] <= hi and p["range_from"]["unstated"] == ["recompute"]
+    assert p["step_time_range_s"][0] <= p["step_time_s"] <= p["step_time_range_s"][1]
