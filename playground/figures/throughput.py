@@ -98,7 +98,8 @@ def tornado_figure():
     rows = tornado_rows()
     fig, axes = new_figure(nrows=len(rows), width=8.0, height=2.3 * len(rows))
     for ax, row in zip(axes, rows):
-        bars = [b for b in row["bars"] if b["factor"] != "optimizer_bytes"]
+        bars = [b for b in row["bars"] if b["factor"] != "optimizer_bytes"
+                and max(b["relative"]) - min(b["relative"]) > 1e-3]   # factors that move this row at all
         for i, b in enumerate(bars):
             lo, hi = sorted(100 * (x - 1) for x in b["relative"])
             ax.barh(i, hi - lo, left=lo, color=COLORS[1] if b["factor"] in row["unstated"] else COLORS[0],
