@@ -96,11 +96,9 @@ def _titan_fsdp_8b(gpus, technique, tps, gib):
     note = (_SEQ_DEFAULT + "; selective AC, the toml's default option 'op' (per-op SAC: every other matmul's "
             "output kept, the rest recomputed)" + ("; torch.compile on" if compiled else "; eager")
             + ("; float8 on nn.Linear only" if fp8 else ""))
-    misfit = (f"the run peaked at {gib} GiB (published) on a 96 GB H100; the memory model, on the table's 80 GB "
-              "H100, counts the activations and logits of 2 x 8192 tokens kept as Megatron's selective recompute "
-              "keeps them, more than per-op SAC does")
-    return _titan(f"Llama 3.1 8B, FSDP {gpus}, {technique}", _llama31("8b"), layout, tps, ("recompute",), note,
-                  misfit)
+    note += (f"; the run peaked at {gib} GiB (published); the memory model counts less, fitting: it keeps no "
+             "eager intermediates and no allocator cache")
+    return _titan(f"Llama 3.1 8B, FSDP {gpus}, {technique}", _llama31("8b"), layout, tps, ("recompute",), note)
 
 
 # (GPUs, ((technique, TPS/GPU, memory GiB), ...)): Tables 1 and 3
