@@ -8,7 +8,7 @@
   guide), plus the memory-bound element-wise kernels (LayerNorm, softmax, dropout, GeLU) at
   ``eta_hbm`` of HBM bandwidth, plus a fixed launch cost per kernel; eager PyTorch
   (``kernels="eager"``) adds what its unfused RMSNorm, RoPE and SwiGLU move.  Backward costs twice
-  the forward; full recomputation runs the forward once more, Megatron's selective the attention
+  the forward (a fused attention kernel's 2.5 times: it recomputes the scores); full recomputation runs the forward once more, Megatron's selective the attention
   core, torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
   ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel).
@@ -99,7 +99,11 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
         _, inside = expert_parallel_link(layout, cluster)
         sent = T * model.top_k * model.hidden * BYTES / (t if layout.sequence_parallel else 1)
         ep = alltoall_time(sent * layout.moe_imbalance, layout.ep, inside, cluster, eff) * (4 + 2 * rc)
-    return {"forward": f, "compute": 3 * f, "recompute": recompute, "tp": tp, "cp": cp, "ep": ep,
+    # backward: twice the forward, but a fused attention kernel recomputes the scores in backward, 5
+    # matmuls to the forward's 2 (flash-attention's own benchmarks count backward as 2.5 forward)
+    backward = 2 * f + (0.5 * fwd["attention"] if layout.flash_attention else 0.0)
+    return {"forward": f, "backward": backward, "compute": f + backward, "recompute": recompute, "tp": tp,
+            "cp": cp, "ep": ep,
             "parts": fwd}
 
 
@@ -110,7 +114,7 @@ def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: E
     amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight."""
     gather = allgather_time(unit_bytes / (2 if layout.fp8_gather else 1), n, bw, eff)
     scatter = allgather_time(unit_bytes, n, bw, eff)
-    backward = 2 * cost["forward"] + cost["recompute"]
+    backward = cost["backward"] + cost["recompute"]
     if not layout.reshard_after_forward:
         return overlapped(gather, cost["forward"], gpu, eff) / layout.micro_batches \
             + overlapped(scatter, backward, gpu, eff)
@@ -162,7 +166,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
             row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
-                   backward=sum(counts[moe] * (2 * costs[moe]["forward"] + costs[moe]["recompute"]) for moe in kinds))
+                   backward=sum(counts[moe] * (costs[moe]["backward"] + costs[moe]["recompute"]) for moe in kinds))
         row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "zero3", "logits"))
         rows.append(row)
     slow = max(rows, key=lambda r: r["total"])

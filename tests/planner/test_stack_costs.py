@@ -159,3 +159,11 @@ def test_the_capacity_plan_gives_its_days_with_the_range_the_step_time_spans():
     lo, hi = p["days_range"]
     assert lo <= p["days"] <= hi and p["range_from"]["unstated"] == ["recompute"]
     assert p["step_time_range_s"][0] <= p["step_time_s"] <= p["step_time_range_s"][1]
+
+
+def test_a_fused_attention_backward_recomputes_the_scores_five_matmuls_to_two():
+    from playground.planner.step_time import _layer_costs
+    cost = _layer_costs(LLAMA, H100, FSDP8, EFFICIENCY, moe=False)
+    assert cost["backward"] == pytest.approx(2 * cost["forward"] + 0.5 * cost["parts"]["attention"])
+    plain = _layer_costs(LLAMA, H100, replace(FSDP8, flash_attention=False), EFFICIENCY, moe=False)
+    assert plain["backward"] == pytest.approx(2 * plain["forward"])
