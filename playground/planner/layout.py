@@ -234,6 +234,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"EP={layout.ep} needs a mixture-of-experts model (this one is dense)")
     if model.is_moe and model.experts % layout.ep:
         raise PlanError(f"EP={layout.ep} does not divide the {model.experts} experts")
+    if not model.is_moe and (layout.expert_tp not in (None, layout.tp) or layout.moe_imbalance != 1):
+        raise PlanError("expert TP and MoE imbalance need a mixture-of-experts model (this one is dense)")
     if layout.expert_tp is not None and (layout.expert_tp < 1 or layout.tp % layout.expert_tp):
         raise PlanError(f"expert TP={layout.expert_tp} must be a whole number dividing TP={layout.tp}")
     if layout.expert_tp_degree == layout.tp and (layout.dp * layout.cp) % layout.ep:
