@@ -156,8 +156,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
                      "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
                      "(default: 1, forced balance)")
-    lay.add_argument("--tp-overlap", action=_BOOL, default=None, help="overlap tensor-parallel collectives with "
-                     "the GEMMs beside them (Transformer Engine's TP comm overlap, PyTorch's async TP) (default: off)")
+    lay.add_argument("--tp-overlap", choices=("none", "forward", "all"), help="overlap tensor-parallel collectives "
+                     "with the GEMMs beside them: forward (PyTorch's async TP, the forward passes only) or all "
+                     "(Transformer Engine's TP comm overlap) (default: none)")
     lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
                      "why each beats the next (default: off; the best is used either way)")
     lay.add_argument("--top", metavar="N", help="layouts --search prints (default: 5)")

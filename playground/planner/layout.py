@@ -28,6 +28,7 @@ BYTES = 2  # bf16 activations, parameters and gradients
 RECOMPUTE = ("none", "selective", "op", "full")  # "op": torchtitan's per-op selective checkpointing
 DTYPES = ("bf16", "fp8")
 KERNELS = ("fused", "eager")
+TP_OVERLAP = ("none", "forward", "all")
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ class Layout:
     dropout: bool = True             # dropout masks kept for backward (GPT-3 era); off in today's recipes
     dtype: str = "bf16"              # GEMM precision: bf16, or fp8 (weights and optimizer stay as in bf16)
     kernels: str = "fused"           # fused (Megatron/TE, torch.compile) or eager (PyTorch op by op)
-    tp_overlap: bool = False         # TP collectives overlapped with the GEMMs beside them (TE, async TP)
+    tp_overlap: str = "none"         # TP collectives behind the GEMMs beside them: none | forward (PyTorch's
+                                     # async TP) | all (Transformer Engine's TP comm overlap)
     reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (False: keep them all step)
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
@@ -267,6 +269,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
     if layout.attention_kernel not in ("fa2", "fa3"):
         raise PlanError(f"attention_kernel must be fa2 or fa3, got {layout.attention_kernel!r}")
+    if layout.tp_overlap not in TP_OVERLAP:
+        raise PlanError(f"tp_overlap must be one of {', '.join(TP_OVERLAP)}, got {layout.tp_overlap!r}")
     if layout.kernels not in KERNELS:
         raise PlanError(f"kernels must be one of {', '.join(KERNELS)}, got {layout.kernels!r}")
     if layout.shard_group is not None:

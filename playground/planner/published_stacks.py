@@ -125,16 +125,16 @@ _TITAN_CP_8B = tuple(_titan_cp_8b(cp, s, tps) for cp, s, tps in
 
 def _titan_70b(async_tp, tps):
     layout = Layout.today(8, 1, 32, micro_batch=16, global_batch=512, zero_stage=3, recompute="full", dtype="fp8",
-                          tp_overlap=async_tp)
+                          tp_overlap="forward" if async_tp else "none")
     note = (_SEQ_DEFAULT + "; Table 4: FSDP 32 x TP 8, torch.compile + Float8, full AC"
-            + ("; AsyncTP (TP communication overlapped with the GEMMs: tp_overlap)" if async_tp else ""))
+            + ("; AsyncTP (forward TP communication overlapped with the GEMMs: tp_overlap forward)" if async_tp else ""))
     return _titan(f"Llama 3.1 70B, FSDP 32 TP 8{', AsyncTP' if async_tp else ''}", _llama31("70b"), layout, tps,
                   ("sequence_parallel",), note)
 
 
 def _titan_405b_pp(interleaved, tps):
     layout = Layout.today(8, 8, 8, micro_batch=1, global_batch=256, vpp=2 if interleaved else 1, zero_stage=3,
-                          recompute="full", dtype="fp8", tp_overlap=True, reshard_after_forward=False)
+                          recompute="full", dtype="fp8", tp_overlap="forward", reshard_after_forward=False)
     note = (_SEQ_DEFAULT + "; Table 5: FSDP 8 x TP 8 x PP 8, torch.compile + Float8 + AsyncTP (tp_overlap), "
             "full AC; pipeline micro-batch size not stated (torchtitan's default 1 taken: 32 "
             "micro-batches of the local batch 32)" + ("; Interleaved 1F1B: stages per rank not stated, "
@@ -149,7 +149,7 @@ def _titan_405b_pp(interleaved, tps):
 def _titan_405b_cp(cp, seq_len, tps):
     dp = 8 // cp
     layout = Layout.today(8, 8, dp, cp=cp, micro_batch=1, global_batch=8 * dp, zero_stage=3, recompute="full",
-                          dtype="fp8", tp_overlap=True, reshard_after_forward=False)
+                          dtype="fp8", tp_overlap="forward", reshard_after_forward=False)
     note = ("Table 6: TP 8 x PP 8 (1F1B) with FSDP x CP = 8, local batch 8, torch.compile + Float8 + AsyncTP "
             "(tp_overlap), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP: "
             "reshard_after_forward=False")

@@ -83,8 +83,10 @@ def test_an_overlapped_collective_costs_what_outlasts_compute_plus_the_sms_nccl_
 
 def test_tp_overlap_hides_tensor_parallel_collectives_behind_the_gemms():
     tp8 = Layout.today(8, 1, 1, micro_batch=1, global_batch=8)
-    plain, hidden = (predict(LLAMA, H100, replace(tp8, tp_overlap=o)) for o in (False, True))
-    assert hidden["time_breakdown"]["tp_comm"] < plain["time_breakdown"]["tp_comm"]
+    plain, fwd, hidden = (predict(LLAMA, H100, replace(tp8, tp_overlap=o)) for o in ("none", "forward", "all"))
+    assert hidden["time_breakdown"]["tp_comm"] < fwd["time_breakdown"]["tp_comm"] < plain["time_breakdown"]["tp_comm"]
+    with pytest.raises(PlanError, match="tp_overlap must be one of none, forward, all"):
+        predict(LLAMA, H100, replace(tp8, tp_overlap=True))
 
 
 def test_the_command_line_takes_the_new_settings_and_refuses_bad_ones(capsys):
