@@ -87,7 +87,7 @@ def explorer():
                           layout=wide),
         "zero_stage": w.Dropdown(options=[0, 1, 2, 3], value=START["zero_stage"], description="ZeRO stage",
                                  style=style, layout=wide),
-        "recompute": w.Dropdown(options=["none", "selective", "full"], value=START["recompute"],
+        "recompute": w.Dropdown(options=["none", "selective", "op", "full"], value=START["recompute"],
                                 description="recompute", style=style, layout=wide),
     }
     out = w.Output(layout=w.Layout(width="100%"))
