@@ -34,12 +34,14 @@ def peak_flops(gpu, dtype: str = "bf16") -> float:
     return gpu.peak_bf16_flops
 
 
-def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16") -> float:
+def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_bytes: float = BYTES) -> float:
+    """``count`` GEMMs of (M x K) by (K x N) on the roofline of eq-gemm; ``out_bytes`` per output
+    element moved (8 when it is accumulated into an fp32 gradient: read and written)."""
     flops = 2 * count * M * N * K
     tm, tn = eff.tile
     tiles = (M / (tm * math.ceil(M / tm))) * (N / (tn * math.ceil(N / tn)))
     compute = flops / ((eff.fp8_gemm if dtype == "fp8" else eff.gemm) * tiles * peak_flops(gpu, dtype))
-    memory = count * BYTES * (M * K + K * N + M * N) / (eff.hbm * gpu.hbm_bytes_per_s)
+    memory = count * (BYTES * (M * K + K * N) + out_bytes * M * N) / (eff.hbm * gpu.hbm_bytes_per_s)
     return max(compute, memory) + eff.kernel_s
 
 
@@ -64,8 +66,13 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree)
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     # the busiest EP rank sets the pace of the routed experts: moe_imbalance x the mean's tokens
-    rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * (layout.moe_imbalance if g[0].startswith("experts") else 1)
-               for g in gemms if g[0] not in ATTENTION_CORE)
+    pace = lambda name: layout.moe_imbalance if name.startswith("experts") else 1  # noqa: E731
+    rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * pace(g[0]) for g in gemms if g[0] not in ATTENTION_CORE)
+    # backward of each: the input gradient (M x N by N x K), and the weight gradient (K x M by M x N)
+    # accumulated into its fp32 main gradient, micro-batch after micro-batch
+    rest_backward = sum((gemm_time(c, M, K, N, gpu, eff, layout.dtype)
+                         + gemm_time(c, K, N, M, gpu, eff, layout.dtype, out_bytes=8)) * pace(name)
+                        for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
         executed = (1 + 128 / s) / 2  # 128 x 128 blocks: the diagonal ones run whole
@@ -92,7 +99,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
-    return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise}
+    return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward}
 
 
 def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:

@@ -105,9 +105,11 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
         _, inside = expert_parallel_link(layout, cluster)
         sent = T * model.top_k * model.hidden * BYTES / (t if layout.sequence_parallel else 1)
         ep = alltoall_time(sent * layout.moe_imbalance, layout.ep, inside, cluster, eff) * (4 + 2 * rc)
-    # backward: twice the forward, but a fused attention kernel recomputes the scores in backward, 5
-    # matmuls to the forward's 2 (flash-attention's own benchmarks count backward as 2.5 forward)
-    backward = 2 * f + (0.5 * fwd["attention"] if layout.flash_attention else 0.0)
+    # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the
+    # attention core twice -- a fused kernel's 2.5 times, for it recomputes the scores (5 matmuls to
+    # the forward's 2: flash-attention's own benchmarks count backward as 2.5 forwards)
+    backward = fwd["gemm_backward"] + 2 * fwd["elementwise"] \
+        + (2.5 if layout.flash_attention else 2.0) * fwd["attention"]
     return {"forward": f, "backward": backward, "compute": f + backward, "recompute": recompute, "tp": tp,
             "cp": cp, "ep": ep,
             "parts": fwd}
