@@ -7,9 +7,13 @@
   is cuBLAS's tile quantization (256 x 128 output tiles, NVIDIA's Matrix Multiplication Background
   guide), plus the memory-bound element-wise kernels (LayerNorm, softmax, dropout, GeLU) at
   ``eta_hbm`` of HBM bandwidth, plus a fixed launch cost per kernel; eager PyTorch
-  (``kernels="eager"``) adds what its unfused RMSNorm, RoPE and SwiGLU move.  Backward costs twice
-  the forward (a fused attention kernel's 2.5 times: it recomputes the scores); full recomputation runs the forward once more, Megatron's selective the attention
+  (``kernels="eager"``) adds what its unfused RMSNorm, RoPE and SwiGLU move.  Backward runs each
+  GEMM's input gradient and weight gradient (accumulated into the fp32 main gradient), the
+  element-wise kernels twice and the attention core twice (a fused kernel 2.5 times: it recomputes
+  the scores).  Full recomputation runs the forward once more, Megatron's selective the attention
   core, torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
+* the fused **attention** kernel runs the causal half of the scores at its published rate
+  (``attention_kernel``: FlashAttention-2, or FlashAttention-3 / cuDNN on Hopper).
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
   ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel).
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
