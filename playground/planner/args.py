@@ -156,6 +156,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
                      "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
                      "(default: 1, forced balance)")
+    lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
+                     "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
+                     "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
     lay.add_argument("--tp-overlap", choices=("none", "forward", "all"), help="overlap tensor-parallel collectives "
                      "with the GEMMs beside them: forward (PyTorch's async TP, the forward passes only) or all "
                      "(Transformer Engine's TP comm overlap) (default: none)")
@@ -252,7 +255,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
         knobs["zero_stage"] = 3
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather"):
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch"):
         knobs[key] = getattr(opts, key)
     return {k: v for k, v in knobs.items() if v is not None}
 

@@ -23,7 +23,8 @@ from playground.planner.memory import memory_per_gpu
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
            "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "expert_parallel_link",
-           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency", "memory_per_gpu", "peak_flops"]
+           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
+           "dispatch_time", "memory_per_gpu", "peak_flops"]
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -187,6 +188,36 @@ def overlapped(comm_s: float, compute_s: float, gpu, eff: Efficiency = EFFICIENC
     hidden = min(comm_s, compute_s)
     share = eff.comm_sms / (gpu.sms - eff.comm_sms) if gpu.sms and gpu.sms > eff.comm_sms else 0.0
     return max(0.0, comm_s - compute_s) + hidden * share
+
+
+def _hit(groups: int, experts: int, k: int) -> float:
+    """Expected number of the ``groups`` equal groups of experts a token's k distinct experts fall in."""
+    per = experts / groups
+    miss = math.comb(experts - round(per), k) / math.comb(experts, k) if experts - per >= k else 0.0
+    return groups * (1 - miss)
+
+
+def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float, eff: Efficiency = EFFICIENCY,
+                  element_bytes: float = BYTES) -> float:
+    """One dispatch (or combine) of ``tokens`` tokens to their k experts over the EP group.
+
+    Megatron-Core's all-to-all dispatcher (``ep_dispatch="alltoall"``) sends a copy per (token,
+    expert) pair.  DeepEP (``"deepep"``, DeepSeek-V3 Sec. 3.2.2) sends a token once to each node
+    that holds one of its experts, over the network, and forwards it over NVLink to each GPU there
+    that does: the network carries the remote nodes a token hits, NVLink the GPUs it hits.  Both
+    links move at once; the slower sets the time (``alltoall_time``)."""
+    n, k, E = layout.ep, model.top_k, model.experts
+    _, inside = expert_parallel_link(layout, cluster)
+    if layout.ep_dispatch == "deepep":
+        nodes = max(1, n // inside)
+        over_network = _hit(nodes, E, k) * (nodes - 1) / nodes
+        over_nvlink = _hit(n, E, k) * (n - 1) / n
+    else:
+        over_network, over_nvlink = k * (n - inside) / n, k * (inside - 1) / n
+    per_copy = tokens * model.hidden * element_bytes * layout.moe_imbalance
+    nvlink = per_copy * over_nvlink / (eff.link * cluster.nvlink_bytes_per_s)
+    network = per_copy * over_network / (eff.link * cluster.network_bytes_per_s)
+    return (n - 1) * eff.latency_s + max(nvlink, network)
 
 
 # Ranks are numbered TP fastest, then CP, then DP, then PP (Megatron-Core's order), so every group of

@@ -84,6 +84,7 @@ class Layout:
     reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (False: keep them all step)
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
+    ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 
@@ -269,6 +270,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
     if layout.attention_kernel not in ("fa2", "fa3"):
         raise PlanError(f"attention_kernel must be fa2 or fa3, got {layout.attention_kernel!r}")
+    if layout.ep_dispatch not in ("alltoall", "deepep"):
+        raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.tp_overlap not in TP_OVERLAP:
         raise PlanError(f"tp_overlap must be one of {', '.join(TP_OVERLAP)}, got {layout.tp_overlap!r}")
     if layout.kernels not in KERNELS:

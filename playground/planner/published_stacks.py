@@ -226,7 +226,8 @@ def _qwen3_moe(layers, hidden, heads, kv, ffn, experts, top_k, moe_ffn, seq_len,
 
 def _bridge(name, model, layout, tps, tflops, note="", misfit=""):
     # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken)
-    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("zero_stage",))
+    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("zero_stage",)) \
+        + (("ep_dispatch",) if layout.ep > 1 else ())
     return PublishedStackRun(name, "Megatron-Bridge", _BRIDGE, "H100", model, layout, unstated,
                              tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, flop_count="model",
                              note=_BRIDGE_NOTE + (f"; {note}" if note else ""), memory_misfit=misfit,
@@ -245,7 +246,7 @@ MEGATRON_BRIDGE = (
             _qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"),
             Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
             "MoE benchmarks force-balance the tokens over the experts (dropless); model shape from the Megatron "
-            "MoE Model Zoo's Qwen3-30B-A3B.yaml",
+            "MoE Model Zoo's Qwen3-30B-A3B.yaml; token dispatcher not stated (all-to-all taken, DeepEP in the range)",
             "no recompute stated: the memory model keeps every activation of the PP x VP in-flight micro-batches "
             "of 2 x 4096 tokens (the recipe's recompute, not read, is what lets it run)"),
 )
@@ -255,7 +256,8 @@ _ZOO = ("https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60
         "best_practice/Qwen3/readme.md (256 H100, NVLink 4, InfiniBand 8 x 50 GB/s); shape "
         "model_configs/benchmarking/Qwen3-235B-A22B.yaml")
 _QWEN3_235B = _qwen3_moe(94, 4096, 64, 4, 12288, 128, 8, 1536, 4096, "qwen3-235b-a22b")
-_ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); BF16, distributed optimizer with overlapped grad reduce and param gather, sequence parallelism, "
+_ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); DeepEP rows: ep_dispatch "
+             "deepep; BF16, distributed optimizer with overlapped grad reduce and param gather, sequence parallelism, "
              "flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1 (expert_tp=1: experts "
              "whole on each GPU, EP x EDP spanning TP x DP); the embedding and the loss count as layers in the "
              "pipeline split")
@@ -264,18 +266,19 @@ _NORM_ACT = ("; recompute 'norm, act' (--recompute-modules layernorm moe_act: on
 MOE_MODEL_ZOO = (
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 1, 128, ep=8, expert_tp=1, micro_batch=4, global_batch=2048,
-                                                zero_stage=3, recompute="full"),
+                                                zero_stage=3, recompute="full", ep_dispatch="deepep"),
                       ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; FSDP On (Megatron-FSDP), EDP 32, 'disable log para norm'",
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 4 EP 8 PP 8 VPP 4, no recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
-                      _QWEN3_235B, Layout.today(4, 8, 8, ep=8, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4),
+                      _QWEN3_235B, Layout.today(4, 8, 8, ep=8, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4,
+                                                ep_dispatch="deepep"),
                       ("recompute", "moe_imbalance"), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 4; the recompute cell is empty (none taken)",
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
-                                                vpp=4),
+                                                vpp=4, ep_dispatch="deepep"),
                       ("moe_imbalance",), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
                       + "; the same layout with 1F1B A2A overlap ran 17.6 s (not modelled: no row)",

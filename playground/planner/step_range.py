@@ -39,6 +39,7 @@ SETTINGS = {
     # dropless routing: the busiest EP rank over the mean.  The MoE Model Zoo's Qwen3-235B runs lose
     # 9-25% of their throughput dropless against forced balance (best_practice/Qwen3/readme.md)
     "moe_imbalance": (1.0, 1.25, 1.5),
+    "ep_dispatch": ("alltoall", "deepep"),
     "zero_stage": (0, 1, 2, 3),
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }

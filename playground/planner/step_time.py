@@ -59,7 +59,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
-                                      allreduce_time, alltoall_time, check_layout, context_parallel_link,
+                                      allreduce_time, check_layout, context_parallel_link, dispatch_time,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
                                       layer_forward, layer_gemms, overlapped, per_op_recomputed, pipeline_link, shard_link,
                                       tensor_parallel_link)
@@ -106,9 +106,12 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
         cp = (c - 1) * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
     ep = 0.0
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
-        _, inside = expert_parallel_link(layout, cluster)
-        sent = T * model.top_k * model.hidden * BYTES / (t if layout.sequence_parallel else 1)
-        ep = alltoall_time(sent * layout.moe_imbalance, layout.ep, inside, cluster, eff) * (4 + 2 * rc)
+        tokens = T / (t if layout.sequence_parallel else 1)
+        one = dispatch_time(model, layout, cluster, tokens, eff)
+        # DeepEP dispatches in FP8 when the GEMMs are (the forward's and recomputed forward's dispatch)
+        fp8 = layout.ep_dispatch == "deepep" and layout.dtype == "fp8"
+        first = dispatch_time(model, layout, cluster, tokens, eff, element_bytes=1) if fp8 else one
+        ep = (1 + rc) * (first + one) + 2 * one
     # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the
     # attention core twice -- a fused kernel's 2.5 times, for it recomputes the scores (5 matmuls to
     # the forward's 2: flash-attention's own benchmarks count backward as 2.5 forwards)

@@ -4,6 +4,7 @@ checked against its own accounting, and against the direction it must move a ste
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -171,3 +172,16 @@ def test_a_fused_attention_backward_recomputes_the_scores_five_matmuls_to_two():
                                              + 2.5 * parts["attention"])
     # large dense GEMMs: the two gradients cost what two forwards do, within the roofline's rounding
     assert parts["gemm_backward"] == pytest.approx(2 * (parts["gemm"] - parts["attention"]), rel=0.05)
+
+
+def test_deepep_sends_a_token_once_per_node_and_gpu_it_hits_not_once_per_expert():
+    from playground.planner.costs import _hit, dispatch_time
+    from playground.planner.published_stacks import MOE_MODEL_ZOO
+    row = MOE_MODEL_ZOO[2]                                  # EP 32 over four nodes, top-8 of 128 experts
+    assert _hit(4, 128, 8) == pytest.approx(4 * (1 - math.comb(96, 8) / math.comb(128, 8)))
+    assert _hit(4, 128, 8) < 4 and _hit(32, 128, 8) < 8  # a token's 8 experts share nodes and GPUs
+    per_pair, deepep = (dispatch_time(row.model, replace(row.layout, ep_dispatch=d), row.cluster, 4096)
+                        for d in ("alltoall", "deepep"))
+    assert deepep < per_pair
+    with pytest.raises(PlanError, match="ep_dispatch must be alltoall or deepep"):
+        predict(row.model, row.cluster, replace(row.layout, ep_dispatch="nccl"))
