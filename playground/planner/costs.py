@@ -171,13 +171,14 @@ def allgather_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficienc
     return allreduce_time(size_bytes, n, bytes_per_s, eff) / 2
 
 
-def alltoall_time(send_bytes: float, n: int, inside: int, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
-    """All-to-all in which each GPU sends ``send_bytes`` spread evenly over the n ranks of its group,
-    ``inside`` of which share its node: the NVLink and network shares move at once, the slower sets the time."""
+def alltoall_time(nvlink_bytes: float, network_bytes: float, n: int, cluster: Cluster,
+                  eff: Efficiency = EFFICIENCY) -> float:
+    """All-to-all over n ranks in which each GPU sends ``nvlink_bytes`` to ranks in its node and
+    ``network_bytes`` to ranks beyond it: the two shares move at once, the slower sets the time."""
     if n <= 1:
         return 0.0
-    nvlink = send_bytes * (inside - 1) / n / (eff.link * cluster.nvlink_bytes_per_s)
-    network = send_bytes * (n - inside) / n / (eff.link * cluster.network_bytes_per_s)
+    nvlink = nvlink_bytes / (eff.link * cluster.nvlink_bytes_per_s)
+    network = network_bytes / (eff.link * cluster.network_bytes_per_s)
     return (n - 1) * eff.latency_s + max(nvlink, network)
 
 
@@ -205,7 +206,7 @@ def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float,
     expert) pair.  DeepEP (``"deepep"``, DeepSeek-V3 Sec. 3.2.2) sends a token once to each node
     that holds one of its experts, over the network, and forwards it over NVLink to each GPU there
     that does: the network carries the remote nodes a token hits, NVLink the GPUs it hits.  Both
-    links move at once; the slower sets the time (``alltoall_time``)."""
+    links move at once (``alltoall_time``)."""
     n, k, E = layout.ep, model.top_k, model.experts
     _, inside = expert_parallel_link(layout, cluster)
     if layout.ep_dispatch == "deepep":
@@ -215,9 +216,7 @@ def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float,
     else:
         over_network, over_nvlink = k * (n - inside) / n, k * (inside - 1) / n
     per_copy = tokens * model.hidden * element_bytes * layout.moe_imbalance
-    nvlink = per_copy * over_nvlink / (eff.link * cluster.nvlink_bytes_per_s)
-    network = per_copy * over_network / (eff.link * cluster.network_bytes_per_s)
-    return (n - 1) * eff.latency_s + max(nvlink, network)
+    return alltoall_time(per_copy * over_nvlink, per_copy * over_network, n, cluster, eff)
 
 
 # Ranks are numbered TP fastest, then CP, then DP, then PP (Megatron-Core's order), so every group of

@@ -82,11 +82,11 @@ def _llama31(size: str, seq_len: int = 8192) -> Model:
     return replace(preset(f"llama3-{size}"), seq_len=seq_len, name=f"llama3.1-{size}")
 
 
-def _titan(name, model, layout, tps, unstated, note, misfit=""):
+def _titan(name, model, layout, tps, unstated, note):
     layout = replace(layout, attention_kernel="fa2")  # PyTorch SDPA's flash backend: FlashAttention-2
     return PublishedStackRun(name, "torchtitan", _TITAN, "H100-96GB", model, layout, unstated,
-                             tokens_per_s_per_gpu=tps, note=f"{note}; {_GRAND_TETON}", memory_misfit=misfit,
-                             cite="liang2024torchtitan", power_limit_w=500)
+                             tokens_per_s_per_gpu=tps, note=f"{note}; {_GRAND_TETON}", cite="liang2024torchtitan",
+                             power_limit_w=500)
 
 
 def _titan_fsdp_8b(gpus, technique, tps, gib):

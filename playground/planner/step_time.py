@@ -237,7 +237,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "hfu": hw_flops / step / n / gpu.peak_bf16_flops,
         "time_breakdown": breakdown,
         "fractions": {k: v_ / step for k, v_ in breakdown.items()},
-        "compute_parts": {"gemm": m * layers_slow * 3 * dense_fwd["gemm"],
+        "compute_parts": {"gemm": m * layers_slow * (costs[False]["compute"] - 3 * dense_fwd["elementwise"]),
                           "elementwise": m * layers_slow * 3 * dense_fwd["elementwise"],
                           "logits": m * slow["logits"]},
         "bubble_fraction": (p - 1) / (v * m) if p > 1 else 0.0,
