@@ -153,6 +153,14 @@ class Model:
         return self.attention_params() + e * self.mlp_params(self.expert_width) + self.shared_params() \
             + self.router_params() + 2 * self._norm()
 
+    def dense_layer_tensors(self) -> int:
+        """Parameter tensors of one dense layer as Megatron holds them: fused QKV, the output
+        projection, the MLP's input (gate and up fused) and output matrices, their biases, and the
+        norms' weights (and biases).  What a per-tensor ZeRO-3 gather launches once each."""
+        biases = (1 if self.qkv_bias else 0) + (3 if self.proj_bias else 0)
+        norms = 2 * (2 if self.norm == "layernorm" else 1) + (2 if self.qk_norm else 0)
+        return 4 + biases + norms
+
     def expert_params(self) -> int:
         """Routed-expert weights of the whole model (what expert parallelism shards)."""
         return self.moe_layers * self.experts * self.mlp_params(self.expert_width)

@@ -111,7 +111,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
 
     ``knobs``: the layout (``tp pp vpp cp ep expert_tp dp micro_batch zero_stage shard_group recompute
     dtype kernels attention_kernel sequence_parallel flash_attention dropout overlap_grad_reduce
-    tp_overlap reshard_after_forward fp8_gather first_stage_layers last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
+    tp_overlap reshard_after_forward fp8_gather grad_reduce first_stage_layers last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
     shared_experts``); anything not given takes today's default (``Layout.today``).  With
     ``gpu_mtbf_hours`` the plan adds its failure budget (``goodput.plan_goodput``): checkpoints of
     14 bytes per parameter (bf16 weights, fp32 master and Adam moments) written at the storage's

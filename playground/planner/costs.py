@@ -22,7 +22,8 @@ from playground.planner.memory import memory_per_gpu
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
            "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
-           "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "expert_parallel_link",
+           "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
+           "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
            "dispatch_time", "memory_per_gpu", "peak_flops"]
 
@@ -229,24 +230,52 @@ def _link(span: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
     return "network", cluster.network_bytes_per_s
 
 
+def ring_network_bandwidth(nvlink_bytes_per_s: float, network_bytes_per_s: float, per_node: int = 1) -> float:
+    """Bus bandwidth of a ring collective across nodes whose groups hold ``per_node`` GPUs of each
+    node: their NICs share the crossing (NCCL runs a ring per NIC), up to NVLink's rate."""
+    return min(nvlink_bytes_per_s, max(1, per_node) * network_bytes_per_s)
+
+
+def _ring_link(span: int, stride: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """The link of a ring collective (all-reduce, all-gather, reduce-scatter) over a group whose
+    members lie ``stride`` ranks apart in blocks of ``span``.  Across nodes, the k members a node
+    holds share the crossing over their k NICs (NCCL runs one ring per NIC): the bus bandwidth is
+    k NICs' worth, at most NVLink's.  nccl-tests: a DGX-1's 4 x 100 Gb/s NICs give an all-reduce
+    bus bandwidth of 48 GB/s (NVIDIA/nccl-tests#29), 3 nodes of 8 A100s with 4 x 200 Gb/s 85-96 GB/s
+    of the 100 GB/s per node (#119); one GPU per node (TP = 8 under DP) rides its own NIC only."""
+    name, bw = _link(span, layout, cluster)
+    if name == "nvlink":
+        return name, bw
+    per_node = 1 if stride >= cluster.gpus_per_node else min(span // stride, cluster.gpus_per_node // stride)
+    return name, ring_network_bandwidth(cluster.nvlink_bytes_per_s, bw, per_node)
+
+
 def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
-    return _link(layout.tp, layout, cluster)
+    return _ring_link(layout.tp, 1, layout, cluster)
 
 
 def context_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """Ring attention passes blocks neighbour to neighbour: the slowest hop, one GPU's NIC."""
     return _link(layout.tp * layout.cp, layout, cluster)
 
 
 def data_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
-    return _link(layout.tp * layout.cp * layout.dp, layout, cluster)
+    """The gradient all-reduce over DP x CP: members t ranks apart."""
+    return _ring_link(layout.tp * layout.cp * layout.dp, layout.tp, layout, cluster)
 
 
 def shard_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
     """The link ZeRO-3's gathers and reduce-scatters ride: the whole DP x CP group's, or with HSDP
     its shard group's (t x g consecutive ranks: NVLink when a node holds them)."""
     if layout.shard_group:
-        return _link(layout.tp * layout.shard_group, layout, cluster)
+        return _ring_link(layout.tp * layout.shard_group, layout.tp, layout, cluster)
     return data_parallel_link(layout, cluster)
+
+
+def replica_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """HSDP's all-reduce across replicas: members a shard group (t x g ranks) apart."""
+    stride = layout.tp * (layout.shard_group or layout.dp * layout.cp)
+    return _ring_link(layout.tp * layout.cp * layout.dp, stride, layout, cluster)
 
 
 def expert_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, int]:

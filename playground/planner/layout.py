@@ -85,6 +85,10 @@ class Layout:
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
+    fsdp_gather: str = "unit"        # ZeRO-3 gathers: unit (one flat collective per layer: FSDP1/2, Megatron-
+                                     # FSDP) | tensor (each parameter tensor on its own: DeepSpeed ZeRO-3, 2021)
+    grad_reduce: str = "bf16"        # dtype gradients are reduced in: bf16, or fp32 (torchtitan's FSDP2 and
+                                     # Megatron-Bridge's mixed precision by default: 4 bytes each)
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 
@@ -92,10 +96,11 @@ class Layout:
     def today(cls, tp: int = 1, pp: int = 1, dp: int = 1, **knobs) -> "Layout":
         """A layout with today's defaults: bf16, flash attention, no dropout, sequence parallelism
         whenever TP > 1, the distributed optimizer (ZeRO-1) whenever DP x CP > 1, gradient
-        reduction overlapped with backward, no recomputation.  Any knob given overrides them."""
+        reduction overlapped with backward and done in fp32 (torchtitan's ``mixed_precision_reduce`` and
+        Megatron-Bridge's ``grad_reduce_in_fp32`` default), no recomputation.  Any knob given overrides them."""
         cp = knobs.get("cp", 1)
         defaults = dict(recompute="none", sequence_parallel=tp > 1, flash_attention=True, dropout=False,
-                        overlap_grad_reduce=True, zero_stage=1 if dp * cp > 1 else 0)
+                        overlap_grad_reduce=True, grad_reduce="fp32", zero_stage=1 if dp * cp > 1 else 0)
         return cls(tp, pp, dp, **{**defaults, **knobs})
 
     @property
@@ -105,6 +110,11 @@ class Layout:
     @property
     def micro_batches(self) -> int:
         return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def grad_bytes(self) -> int:
+        """Bytes per gradient element on the wire when gradients are reduced."""
+        return 4 if self.grad_reduce == "fp32" else 2
 
     @property
     def expert_tp_degree(self) -> int:
@@ -272,6 +282,10 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"attention_kernel must be fa2 or fa3, got {layout.attention_kernel!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
+    if layout.fsdp_gather not in ("unit", "tensor"):
+        raise PlanError(f"fsdp_gather must be unit or tensor, got {layout.fsdp_gather!r}")
+    if layout.grad_reduce not in ("bf16", "fp32"):
+        raise PlanError(f"grad_reduce must be bf16 or fp32, got {layout.grad_reduce!r}")
     if layout.tp_overlap not in TP_OVERLAP:
         raise PlanError(f"tp_overlap must be one of {', '.join(TP_OVERLAP)}, got {layout.tp_overlap!r}")
     if layout.kernels not in KERNELS:

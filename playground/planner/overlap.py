@@ -16,6 +16,10 @@ ratio ``F / W`` (FLOPs per byte), times a few small factors:
   ``24 b s h^2 / t`` FLOPs: the tokens cancel and the bound is on the hidden size,
   ``h >= (t-1) q F / (6 W)``; below it TP's communication outlasts the GEMMs it could overlap.
 
+Across nodes, ``W`` is one NIC's rate when the group holds one GPU of each node (DP under TP = 8);
+a group that holds ``per_node`` GPUs of every node (FSDP over whole nodes) shares the crossing over
+that many NICs, up to NVLink's rate (``costs.ring_network_bandwidth``, as the step-time model does).
+
 Both sides are charged at the step-time model's efficiencies (``Efficiency.gemm`` of the peak,
 ``Efficiency.link`` of the link), so the thresholds agree with ``step_time.predict``.  A threshold
 is a break-even point, not a guarantee: the collective also needs the compute to be *available*
@@ -26,7 +30,7 @@ before them and hide only with TP-communication overlap).
 from __future__ import annotations
 
 from playground import hardware
-from playground.planner.costs import peak_flops
+from playground.planner.costs import peak_flops, ring_network_bandwidth
 from playground.planner.layout import EFFICIENCY, Efficiency
 
 __all__ = ["link_bandwidth", "data_parallel_tokens", "fsdp_tokens", "tensor_parallel_hidden",
@@ -35,35 +39,39 @@ __all__ = ["link_bandwidth", "data_parallel_tokens", "fsdp_tokens", "tensor_para
 LINKS = ("nvlink", "network")
 
 
-def link_bandwidth(gpu, link: str) -> float:
-    """One direction of ``link`` ("nvlink" inside a node, "network" across nodes) per GPU, bytes/s."""
+def link_bandwidth(gpu, link: str, per_node: int = 1) -> float:
+    """One direction of ``link`` ("nvlink" inside a node, "network" across nodes) per GPU, bytes/s;
+    across nodes, the ring bandwidth of a group holding ``per_node`` GPUs of each node."""
     if link not in LINKS:
         raise ValueError(f"link must be one of {', '.join(LINKS)}, got {link!r}")
     gpu = hardware.gpu(gpu)
-    return gpu.nvlink_bytes_per_s if link == "nvlink" else gpu.network_bytes_per_s
+    if link == "nvlink":
+        return gpu.nvlink_bytes_per_s
+    return ring_network_bandwidth(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s, per_node)
 
 
-def _flops_per_byte(gpu, link: str, eff: Efficiency, dtype: str) -> float:
+def _flops_per_byte(gpu, link: str, eff: Efficiency, dtype: str, per_node: int = 1) -> float:
     gpu = hardware.gpu(gpu)
-    return eff.gemm * peak_flops(gpu, dtype) / (eff.link * link_bandwidth(gpu, link))
+    return eff.gemm * peak_flops(gpu, dtype) / (eff.link * link_bandwidth(gpu, link, per_node))
 
 
 def data_parallel_tokens(gpu, link: str = "network", n: int | None = None, grad_bytes: int = 2,
-                         eff: Efficiency = EFFICIENCY, dtype: str = "bf16") -> float:
+                         eff: Efficiency = EFFICIENCY, dtype: str = "bf16", per_node: int = 1) -> float:
     """Tokens per GPU per optimizer step above which the gradient all-reduce fits under backward.
 
     ``grad_bytes`` is q for the reduced gradients (2 for bf16, 4 when they are reduced in fp32);
-    ``n`` the data-parallel ranks (None: the large-n limit, (n-1)/n -> 1)."""
+    ``n`` the data-parallel ranks (None: the large-n limit, (n-1)/n -> 1); ``per_node`` the
+    group's GPUs in each node (1: one NIC each)."""
     ring = 1.0 if n is None else (n - 1) / n
-    return ring * grad_bytes * _flops_per_byte(gpu, link, eff, dtype) / 2
+    return ring * grad_bytes * _flops_per_byte(gpu, link, eff, dtype, per_node) / 2
 
 
 def fsdp_tokens(gpu, link: str = "network", n: int | None = None, param_bytes: int = 2,
-                eff: Efficiency = EFFICIENCY, dtype: str = "bf16") -> float:
+                eff: Efficiency = EFFICIENCY, dtype: str = "bf16", per_node: int = 1) -> float:
     """Tokens per GPU per *micro-batch* above which each unit's all-gather (forward) and
     all-gather + reduce-scatter (backward) fit under that unit's compute."""
     ring = 1.0 if n is None else (n - 1) / n
-    return ring * param_bytes * _flops_per_byte(gpu, link, eff, dtype) / 2
+    return ring * param_bytes * _flops_per_byte(gpu, link, eff, dtype, per_node) / 2
 
 
 def tensor_parallel_hidden(gpu, tp: int, link: str = "nvlink", activation_bytes: int = 2,
@@ -75,7 +83,8 @@ def tensor_parallel_hidden(gpu, tp: int, link: str = "nvlink", activation_bytes:
 
 
 def hiding_thresholds(gpus=("A100", "H100", "H200"), tp: int = 8, eff: Efficiency = EFFICIENCY) -> list[dict]:
-    """One row per GPU: each axis's threshold on the link it usually rides (and TP across nodes)."""
+    """One row per GPU: each axis's threshold on the link it usually rides (and TP across nodes);
+    ``fsdp_tokens_nodes`` is FSDP over whole nodes, every GPU of a node in the group."""
     rows = []
     for name in gpus:
         gpu = hardware.gpu(name)
@@ -86,6 +95,7 @@ def hiding_thresholds(gpus=("A100", "H100", "H200"), tp: int = 8, eff: Efficienc
             "network_gb_s": gpu.network_bytes_per_s / 1e9,
             "dp_tokens_network": data_parallel_tokens(gpu, "network", eff=eff),
             "fsdp_tokens_network": fsdp_tokens(gpu, "network", eff=eff),
+            "fsdp_tokens_nodes": fsdp_tokens(gpu, "network", eff=eff, per_node=gpu.gpus_per_node),
             "fsdp_tokens_nvlink": fsdp_tokens(gpu, "nvlink", eff=eff),
             "tp_hidden_nvlink": tensor_parallel_hidden(gpu, tp, "nvlink", eff=eff),
             "tp_hidden_network": tensor_parallel_hidden(gpu, tp, "network", eff=eff),

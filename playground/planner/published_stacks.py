@@ -75,6 +75,8 @@ _TITAN = ("https://github.com/pytorch/torchtitan/blob/31a17bfdb70bab6f62a13d2181
 _GRAND_TETON = ("Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W power limit, 400 Gb/s RDMA per GPU: the "
                 "hardware table's H100-96GB at power_limit_w = 500; attention through PyTorch's SDPA, whose "
                 "flash backend is FlashAttention-2 (attention_kernel fa2)")
+_TITAN_REDUCE = ("; gradients reduce-scattered in fp32 (torchtitan's training.mixed_precision_reduce default, "
+                 "grad_reduce fp32)")
 _SEQ_DEFAULT = "sequence length not in the table: 8192, train_configs/llama3_*.toml's seq_len"
 
 
@@ -84,6 +86,7 @@ def _llama31(size: str, seq_len: int = 8192) -> Model:
 
 def _titan(name, model, layout, tps, unstated, note):
     layout = replace(layout, attention_kernel="fa2")  # PyTorch SDPA's flash backend: FlashAttention-2
+    note += _TITAN_REDUCE
     return PublishedStackRun(name, "torchtitan", _TITAN, "H100-96GB", model, layout, unstated,
                              tokens_per_s_per_gpu=tps, note=f"{note}; {_GRAND_TETON}", cite="liang2024torchtitan",
                              power_limit_w=500)
@@ -166,7 +169,7 @@ def _titan_h200(nodes, tps):
     layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="op",
                           dtype="fp8", fp8_gather=True, attention_kernel="fa2")
     note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (fp8_gather: "
-            "1 byte per weight); AC not given on the command line: the toml's selective (op)")
+            "1 byte per weight); AC not given on the command line: the toml's selective (op)" + _TITAN_REDUCE)
     return PublishedStackRun(f"Llama 3.1 8B, FSDP {gpus}, H200, compile + Float8", "torchtitan", _TITAN_H200, "H200",
                              _llama31("8b"), layout, ("recompute",), tokens_per_s_per_gpu=tps, note=note,
                              cite="liang2024torchtitan")
@@ -195,11 +198,13 @@ def _llama2(size: str) -> Model:
 
 def _fms(size, hsdp, ac, batch, tps):
     layout = Layout.today(1, 1, 128, micro_batch=batch, global_batch=128 * batch, zero_stage=3,
-                          shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager")
+                          shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager",
+                          grad_reduce="bf16")
     note = ("sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP shard "
             "group not in the table: sharding_group_size 8 (default, one node); A100 memory size and network "
             "not stated: A100-80GB and the DGX A100 network of the hardware table taken; FSDP1 (not FSDP2), "
-            "SDPA flash attention, no torch.compile")
+            "SDPA flash attention, no torch.compile; gradients reduced in bf16 (fms_fsdp/policies/mixed_precision.py: "
+            "bfSixteen, reduce_dtype bfloat16)")
     if ac:
         note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
     return PublishedStackRun(f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} 128, batch {batch}", "fms-fsdp",
@@ -213,9 +218,10 @@ FMS_FSDP = (_fms("7b", True, False, 2, 3760), _fms("13b", True, False, 1, 1700),
 # ----------------------------------------------------------------------------- Megatron-Bridge
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
            "performance-summary.md, 25.11 NeMo container, System: DGX-H100")
-_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap")
+_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce")
 _BRIDGE_NOTE = ("FP8-CS (current scaling) on the linear layers; recompute, sequence parallelism, TP/DP "
-                "communication overlap not in the table (the recipes' settings, not read: Layout.today's taken)")
+                "communication overlap, gradient-reduction dtype not in the table (the recipes' settings, not "
+                "read: Layout.today's taken)")
 
 
 def _qwen3_moe(layers, hidden, heads, kv, ffn, experts, top_k, moe_ffn, seq_len, name) -> Model:
@@ -257,7 +263,8 @@ _ZOO = ("https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60
         "model_configs/benchmarking/Qwen3-235B-A22B.yaml")
 _QWEN3_235B = _qwen3_moe(94, 4096, 64, 4, 12288, 128, 8, 1536, 4096, "qwen3-235b-a22b")
 _ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); DeepEP rows: ep_dispatch "
-             "deepep; BF16, distributed optimizer with overlapped grad reduce and param gather, sequence parallelism, "
+             "deepep; BF16, distributed optimizer with overlapped grad reduce and param gather, gradients reduced "
+             "in bf16 (no --accumulate-allreduce-grads-in-fp32: Megatron-LM's default), sequence parallelism, "
              "flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1 (expert_tp=1: experts "
              "whole on each GPU, EP x EDP spanning TP x DP); the embedding and the loss count as layers in the "
              "pipeline split")
@@ -266,19 +273,19 @@ _NORM_ACT = ("; recompute 'norm, act' (--recompute-modules layernorm moe_act: on
 MOE_MODEL_ZOO = (
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 1, 128, ep=8, expert_tp=1, micro_batch=4, global_batch=2048,
-                                                zero_stage=3, recompute="full", ep_dispatch="deepep"),
+                                                zero_stage=3, recompute="full", ep_dispatch="deepep", grad_reduce="bf16"),
                       ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; FSDP On (Megatron-FSDP), EDP 32, 'disable log para norm'",
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 4 EP 8 PP 8 VPP 4, no recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(4, 8, 8, ep=8, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4,
-                                                ep_dispatch="deepep"),
+                                                ep_dispatch="deepep", grad_reduce="bf16"),
                       ("recompute", "moe_imbalance"), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 4; the recompute cell is empty (none taken)",
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
-                                                vpp=4, ep_dispatch="deepep"),
+                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16"),
                       ("moe_imbalance",), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
                       + "; the same layout with 1F1B A2A overlap ran 17.6 s (not modelled: no row)",
@@ -305,12 +312,14 @@ _GPT530 = Model(105, 20480, 128, vocab=51200, seq_len=2048)
 
 def _zero3(label, model, gpus, batch, micro, tflops, misfit=""):
     note = ("DeepSpeed ZeRO-3, no TP/PP; published TFLOP/s in Eq. 3 (recomputation counted); recompute, "
-            "overlap and prefetch of the ZeRO-3 run not stated (full recompute and the Table 1 conventions taken)")
+            "overlap and prefetch of the ZeRO-3 run not stated (full recompute and the Table 1 conventions taken); "
+            "DeepSpeed's ZeRO-3 of the time gathered each parameter tensor with its own all_gather "
+            "(partition_parameters.py, _allgather_param): fsdp_gather 'tensor', 12 collectives a GPT layer")
     if batch == 2560:
         note += "; batch 2560 (starred in the table: larger than the other 530B rows, to fit)"
     return PublishedStackRun(f"GPT {label} ZeRO-3, {gpus:,} GPUs, micro-batch {micro}", "DeepSpeed ZeRO-3",
                              _NARAYANAN, "A100-80GB", model,
-                             Layout(1, 1, gpus, micro, batch, zero_stage=3, recompute="full"),
+                             Layout(1, 1, gpus, micro, batch, zero_stage=3, recompute="full", fsdp_gather="tensor"),
                              ("recompute", "overlap_grad_reduce"), tflops_per_gpu=tflops, flop_count="hardware",
                              note=note, memory_misfit=misfit, cite="narayanan2021megatron")
 

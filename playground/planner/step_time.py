@@ -33,7 +33,7 @@
   recomputed forward), the NVLink and network shares of an EP group moving at once; the busiest
   rank's tokens (``moe_imbalance`` x the mean: dropless routing) set the pace of it and of the
   expert GEMMs.
-* **data-parallel** gradient reduction over DP x CP (routed experts over DP x CP / EP), of which at
+* **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP (routed experts over DP x CP / EP), of which at
   most the last micro-batch's backward can hide it when overlap is on.  ZeRO-3 (FSDP) instead
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
   ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
@@ -61,7 +61,7 @@ from dataclasses import asdict, replace
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
-                                      layer_forward, layer_gemms, overlapped, per_op_recomputed, pipeline_link, shard_link,
+                                      layer_forward, layer_gemms, overlapped, per_op_recomputed, pipeline_link, replica_link, shard_link,
                                       tensor_parallel_link)
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
@@ -122,14 +122,24 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
             "parts": fwd}
 
 
-def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout) -> float:
+def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout,
+                   tensors: int = 1) -> float:
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
     backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
     ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
-    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight."""
+    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight, an
+    fp32 reduce-scatter (``grad_reduce="fp32"``) 4 bytes a gradient.
+
+    ``fsdp_gather="tensor"`` is early DeepSpeed ZeRO-3 (its ``_allgather_param``): each of the layer's
+    ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
+    after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
+    only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then)."""
     gather = allgather_time(unit_bytes / (2 if layout.fp8_gather else 1), n, bw, eff)
-    scatter = allgather_time(unit_bytes, n, bw, eff)
+    scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff)
     backward = cost["backward"] + cost["recompute"]
+    if layout.fsdp_gather == "tensor":
+        gather += (tensors - 1) * (n - 1) * eff.latency_s if n > 1 else 0.0
+        return 2 * gather + (overlapped(scatter, backward, gpu, eff) if layout.overlap_grad_reduce else scatter)
     if not layout.reshard_after_forward:
         return overlapped(gather, cost["forward"], gpu, eff) / layout.micro_batches \
             + overlapped(scatter, backward, gpu, eff)
@@ -178,7 +188,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
-            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout) for moe in kinds)
+            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout,
+                                                            model.dense_layer_tensors()) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                    backward=sum(counts[moe] * (costs[moe]["backward"] + costs[moe]["recompute"]) for moe in kinds))
@@ -198,10 +209,11 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     expert_dp = layout.expert_dp
     if layout.zero_stage == 3:   # reduce-scattered layer by layer above; HSDP adds the replica all-reduce
         replicas = layout.dp * layout.cp // shard_n
-        dp_t = allreduce_time(slow["dense_params"] * BYTES / shard_n, replicas, dp_bw, eff) if replicas > 1 else 0.0
+        dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes / shard_n, replicas,
+                              replica_link(layout, cluster)[1], eff) if replicas > 1 else 0.0
     else:
-        dp_t = allreduce_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff) \
-            + allreduce_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff)
+        dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff) \
+            + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff)
     hidden_dp = min(dp_t, slow["backward"]) if layout.overlap_grad_reduce else 0.0
     dp_exposed = overlapped(dp_t, slow["backward"], gpu, eff) if layout.overlap_grad_reduce else dp_t
     sharded = layout.zero_stage >= 1

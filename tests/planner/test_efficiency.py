@@ -25,7 +25,7 @@ def _results(tmp_path, efficiency, **extra):
 def test_every_constant_has_a_source_and_a_spread_around_its_unchanged_default():
     assert (EFFICIENCY.gemm, EFFICIENCY.hbm, EFFICIENCY.link, EFFICIENCY.kernel_s, EFFICIENCY.latency_s,
             EFFICIENCY.tile, EFFICIENCY.optimizer_bytes) == (0.80, 0.80, 0.80, 5e-6, 10e-6, (256, 128), 30)
-    assert (EFFICIENCY.fp8_gemm, EFFICIENCY.power_exponent, EFFICIENCY.comm_sms) == (0.70, 0.5, 16)
+    assert (EFFICIENCY.fp8_gemm, EFFICIENCY.power_exponent, EFFICIENCY.comm_sms) == (0.70, 0.87, 16)
     for name in CONSTANTS:
         source = EFFICIENCY.sources[name]
         assert "https://" in source or source.startswith(("accounted", "assumed")), name

@@ -55,3 +55,19 @@ def test_bad_link_and_tp_are_refused():
         data_parallel_tokens("H100", "pcie")
     with pytest.raises(ValueError, match="tp >= 2"):
         tensor_parallel_hidden("H100", 1)
+
+
+def test_fsdp_over_whole_nodes_shares_the_crossing_over_every_nic():
+    from playground.planner.costs import Cluster, Layout, data_parallel_link, ring_network_bandwidth, shard_link
+    gpu, psi_unit, n = hardware.gpu("H100"), 2e8, 64
+    per_node = ring_network_bandwidth(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s, 8)
+    assert per_node == 8 * gpu.network_bytes_per_s < gpu.nvlink_bytes_per_s   # 8 NICs, under NVLink
+    tokens = fsdp_tokens(gpu, "network", n=n, per_node=8, eff=NO_LATENCY)
+    gather = allgather_time(2 * psi_unit, n, per_node, NO_LATENCY)
+    assert math.isclose(gather, compute_s(2 * psi_unit * tokens, gpu), rel_tol=1e-12)
+    assert math.isclose(fsdp_tokens(gpu, "network", per_node=8), fsdp_tokens(gpu, "network") / 8)
+    # the step-time model rides the same link: FSDP over 8 nodes, and DP with one GPU per node
+    h100 = Cluster.of("H100")
+    assert shard_link(Layout(1, 1, 64, zero_stage=3), h100) == ("network", per_node)
+    assert data_parallel_link(Layout(8, 1, 8), h100) == ("network", gpu.network_bytes_per_s)
+    assert data_parallel_link(Layout(2, 1, 32), h100) == ("network", 4 * gpu.network_bytes_per_s)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from playground import hardware
-from playground.planner.costs import (BYTES, block_matmuls, eager_extra_bytes, flops_per_step, fp8_cast_bytes,
+from playground.planner.costs import (BYTES, Model, block_matmuls, eager_extra_bytes, flops_per_step, fp8_cast_bytes,
                                       layer_gemms, overlapped, per_op_recomputed, shard_link)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
@@ -60,7 +60,7 @@ def test_eager_kernels_move_more_bytes_than_fused_ones_and_layernorm_is_already_
 
 def test_a_power_limit_below_the_tdp_slows_the_tensor_cores_only():
     capped = Cluster.of("H100", power_limit_w=500)
-    assert power_clock(capped) == pytest.approx((500 / 700) ** 0.5)
+    assert power_clock(capped) == pytest.approx((500 / 700) ** EFFICIENCY.power_exponent)
     assert power_clock(H100) == power_clock(Cluster.of("H100", power_limit_w=800)) == 1.0
     slow, full = predict(LLAMA, capped, FSDP8), predict(LLAMA, H100, FSDP8)
     assert slow["step_time_s"] > full["step_time_s"]
@@ -185,3 +185,42 @@ def test_deepep_sends_a_token_once_per_node_and_gpu_it_hits_not_once_per_expert(
     assert deepep < per_pair
     with pytest.raises(PlanError, match="ep_dispatch must be alltoall or deepep"):
         predict(row.model, row.cluster, replace(row.layout, ep_dispatch="nccl"))
+
+
+def test_gradients_reduced_in_fp32_move_twice_the_bytes_of_bf16_ones(capsys):
+    # DDP over the network: the all-reduce is the gradient bytes, 4 a gradient in fp32, 2 in bf16
+    ddp = Layout.today(1, 1, 64, micro_batch=2, global_batch=128, zero_stage=1, overlap_grad_reduce=False)
+    assert ddp.grad_reduce == "fp32" and Layout(1, 1, 64).grad_reduce == "bf16"   # today's default, 2021's
+    bytes_only = replace(EFFICIENCY, latency_s=0.0)
+    fp32, bf16 = (predict(LLAMA, H100, replace(ddp, grad_reduce=g), bytes_only) for g in ("fp32", "bf16"))
+    assert fp32["dp_comm_s"] / bf16["dp_comm_s"] == pytest.approx(2)
+    # FSDP with one GPU per node (TP = 8): the reduce-scatter doubles, the gathers stay bf16; more is exposed
+    fsdp = Layout.today(8, 1, 64, micro_batch=1, global_batch=64, zero_stage=3)
+    exposed = {g: predict(LLAMA, H100, replace(fsdp, grad_reduce=g))["time_breakdown"]["zero3_gathers"]
+               for g in ("bf16", "fp32")}
+    assert exposed["fp32"] > exposed["bf16"]
+    with pytest.raises(PlanError, match="grad_reduce must be bf16 or fp32"):
+        predict(LLAMA, H100, replace(fsdp, grad_reduce="fp16"))
+    base = ["--model", "llama3-8b", "--gpus", "64", "--zero-stage", "3", "--global-batch", "64"]
+    assert step_time_main(base + ["--grad-reduce", "bf16", "--json"]) == 0
+    assert '"grad_reduce": "bf16"' in capsys.readouterr().out
+
+
+def test_per_tensor_zero3_gathers_pay_a_ring_latency_per_tensor_and_hide_nothing():
+    gpt = Model(96, 12288, 96, vocab=51200, seq_len=2048)
+    assert gpt.dense_layer_tensors() == 12   # QKV, projection, two MLP matrices, 4 biases, 2 LayerNorms x 2
+    assert LLAMA.dense_layer_tensors() == 6  # no biases, RMSNorm weights only
+    a100 = Cluster.of("A100-80GB")
+    exposed = {}
+    for n in (384, 1536):
+        lay = Layout(1, 1, n, 1, n, zero_stage=3, recompute="full")
+        unit, tensor = (predict(gpt, a100, replace(lay, fsdp_gather=g))["time_breakdown"]["zero3_gathers"]
+                        for g in ("unit", "tensor"))
+        assert tensor > unit
+        exposed[n] = tensor
+    # a layer's two gathers are 12 rings each, its (bucketed) reduce-scatter one, each of n - 1 latency
+    # steps: that is what grows with the ranks (the bytes per rank do not)
+    extra = (2 * 12 + 1) * (1536 - 384) * EFFICIENCY.latency_s * gpt.layers
+    assert exposed[1536] - exposed[384] == pytest.approx(extra, rel=0.02)
+    with pytest.raises(PlanError, match="fsdp_gather must be unit or tensor"):
+        predict(gpt, a100, replace(lay, fsdp_gather="param"))
