@@ -251,7 +251,10 @@ def _ring_link(span: int, stride: int, layout: Layout, cluster: Cluster) -> tupl
 
 
 def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
-    return _ring_link(layout.tp, 1, layout, cluster)
+    """TP's all-reduces: small messages on the critical path, latency-bound across nodes.  Charged
+    one NIC per GPU there, not the ring over every NIC: Narayanan et al. measured throughput
+    collapsing when TP leaves the node (their Fig. 13), which the NICs' aggregate would not predict."""
+    return _link(layout.tp, layout, cluster)
 
 
 def context_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:

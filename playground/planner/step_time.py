@@ -20,7 +20,8 @@
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
   link TP rides: NVLink when the TP group's size divides the GPUs per node (so every group sits in
-  one node), the network otherwise.
+  one node), the network otherwise, one NIC per GPU (Narayanan et al.'s Fig. 13: TP collapses
+  when it leaves the node).
   With ``tp_overlap="all"`` (Transformer Engine's userbuffers) they run chunk by chunk behind the
   layer's GEMMs, only what outlasts them and the SMs they hold exposed; with ``"forward"``
   (PyTorch's async TP, which its authors measured at up to 20% off the forward and 8% off the step
@@ -38,7 +39,11 @@
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
   ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
   that only what outlasts the layer's compute is exposed; with HSDP they ride the shard group's
-  link (NVLink when a node holds it) and the all-reduce across replicas is added.
+  link (NVLink when a node holds it) and the all-reduce across replicas is added.  Across nodes
+  these rings cross on every NIC the group holds in a node, as NCCL runs one ring per NIC: FSDP
+  over whole nodes at eight NICs' rate (up to NVLink's), DP under TP = 8 at one
+  (``costs.ring_network_bandwidth``).  ``fsdp_gather="tensor"`` (early DeepSpeed ZeRO-3) gathers
+  tensor by tensor and waits for each.
 * **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
   the pace of every micro-batch slot.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
