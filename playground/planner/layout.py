@@ -138,7 +138,13 @@ class Layout:
             knobs.append(f"ETP={self.expert_tp_degree}")
         zero = ("HSDP (shard over " + str(self.shard_group) + ")") if self.zero_stage == 3 and self.shard_group \
             else ("FSDP (ZeRO-3)" if self.zero_stage == 3 else f"ZeRO-{self.zero_stage}")
-        return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}"
+        stack = [label for on, label in ((self.dtype == "fp8", "FP8 GEMMs"), (self.kernels == "eager", "eager kernels"),
+                                         (self.flash_attention and self.attention_kernel == "fa2", "FlashAttention-2"),
+                                         (self.tp > 1 and self.tp_overlap != "none", f"TP overlap {self.tp_overlap}"),
+                                         (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"))
+                 if on]
+        return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}" \
+            + "".join(f", {label}" for label in stack)
 
 
 
