@@ -46,6 +46,10 @@ _SOURCES = {
                      "(Dao 2023, https://arxiv.org/abs/2307.08691, abstract; causal runs counted on the FLOPs executed); 0.55 "
                      "taken for forward and backward together, the backward being the slower; the kernel "
                      "of GPUs without a faster one",
+    "attention_fa1": "published: the first FlashAttention 'reaching only 25-40% of the theoretical maximum "
+                     "FLOPs/s' (Dao 2023, FlashAttention-2, https://arxiv.org/abs/2307.08691, abstract); the "
+                     "kernels of 2022-23 (FlashAttention-1, its Triton port that MPT and llm-foundry ran); 0.325 "
+                     "the middle; on Hopper scaled as FlashAttention-2 is (attention_fa2_hopper / attention_fa2)",
     "attention_fa2_hopper": "published: 'FlashAttention-2 achieving only 35% utilization on the H100 GPU' (Shah "
                             "et al. 2024, FlashAttention-3, https://arxiv.org/abs/2407.08608, abstract): it does not use "
                             "Hopper's asynchronous tensor cores; PyTorch's SDPA flash backend is FlashAttention-2",
@@ -95,6 +99,7 @@ _SPREAD = {
     "power_exponent": (0.68, 1.05),  # the Scale Atlas's 10 ... 15 % lost at 600 W
     "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all
     "attention_fa2": (0.50, 0.73),   # the FA2 abstract's range on A100
+    "attention_fa1": (0.25, 0.40),   # the FA2 abstract's range for FlashAttention-1
     "attention_fa2_hopper": (0.30, 0.40),  # assumed, around the published 35%
     "attention_fa3": (0.53, 0.75),   # FA2 x 1.5 backward ... FA3's best forward
     "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
@@ -119,6 +124,7 @@ class Efficiency:
     power_exponent: float = 0.87  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP
     comm_sms: int = 16        # SMs an overlapped NCCL collective takes from the compute beside it
     attention_fa2: float = 0.55         # fused attention, fraction of dense peak on the FLOPs it executes
+    attention_fa1: float = 0.325        # FlashAttention-1 and its Triton port (2022-23)
     attention_fa2_hopper: float = 0.35  # FlashAttention-2 on Hopper (no wgmma/TMA)
     attention_fa3: float = 0.55         # FlashAttention-3 / cuDNN fused attention on Hopper and later
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth

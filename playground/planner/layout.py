@@ -68,7 +68,8 @@ class Layout:
     recompute: str = "full"          # none | selective | op | full
     sequence_parallel: bool = False
     flash_attention: bool = False
-    attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3, cuDNN) or fa2 (PyTorch SDPA)
+    attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3, cuDNN) or fa2 (PyTorch SDPA);
+                                     # fa1: FlashAttention-1 and its Triton port (2022-23)
     overlap_grad_reduce: bool = False  # Megatron-LM of 2021 reduced gradients after the flush
     scatter_gather: bool = True      # p2p sends 1/t of the activation per TP rank (Narayanan Sec. 4.1)
     cp: int = 1                      # context parallelism: the sequence split over cp ranks
@@ -139,7 +140,8 @@ class Layout:
         zero = ("HSDP (shard over " + str(self.shard_group) + ")") if self.zero_stage == 3 and self.shard_group \
             else ("FSDP (ZeRO-3)" if self.zero_stage == 3 else f"ZeRO-{self.zero_stage}")
         stack = [label for on, label in ((self.dtype == "fp8", "FP8 GEMMs"), (self.kernels == "eager", "eager kernels"),
-                                         (self.flash_attention and self.attention_kernel == "fa2", "FlashAttention-2"),
+                                         (self.flash_attention and self.attention_kernel in ("fa1", "fa2"),
+                                          f"FlashAttention-{self.attention_kernel[-1]}"),
                                          (self.tp > 1 and self.tp_overlap != "none", f"TP overlap {self.tp_overlap}"),
                                          (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"))
                  if on]
@@ -284,8 +286,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if isinstance(layout.moe_imbalance, bool) or not isinstance(layout.moe_imbalance, (int, float)) \
             or not math.isfinite(layout.moe_imbalance) or layout.moe_imbalance < 1:
         raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
-    if layout.attention_kernel not in ("fa2", "fa3"):
-        raise PlanError(f"attention_kernel must be fa2 or fa3, got {layout.attention_kernel!r}")
+    if layout.attention_kernel not in ("fa1", "fa2", "fa3"):
+        raise PlanError(f"attention_kernel must be fa1, fa2 or fa3, got {layout.attention_kernel!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.fsdp_gather not in ("unit", "tensor"):

@@ -168,7 +168,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     stated = eff
     clock = power_clock(cluster, eff)
     if clock < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and the attention kernel)
-        eff = replace(eff, **{k: getattr(eff, k) * clock for k in ("gemm", "fp8_gemm", "attention_fa2",
+        eff = replace(eff, **{k: getattr(eff, k) * clock for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2",
                                                                    "attention_fa2_hopper", "attention_fa3")})
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
     s, h = model.seq_len, model.hidden

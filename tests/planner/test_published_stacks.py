@@ -93,3 +93,13 @@ def test_report_the_ratios_per_stack(compared, capsys):
                      f"in the ±20% band: {inside}")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
+
+
+def test_llm_foundry_shapes_reproduce_the_parameter_counts_its_tables_print():
+    from playground.planner.published_foundry import LLM_FOUNDRY, MPT_SHAPES, mpt
+    for size, (*_, published) in MPT_SHAPES.items():
+        assert mpt(size, 2048).param_count == published, size
+    assert {r.gpu for r in LLM_FOUNDRY} == {"H100", "A100-80GB"}
+    assert all(r.layout.zero_stage == 3 and r.layout.attention_kernel == "fa1" for r in LLM_FOUNDRY)
+    for r in LLM_FOUNDRY:   # the tables' global batch is micro-batch x GPUs x accumulation
+        assert r.layout.global_batch % (r.layout.micro_batch * r.layout.gpus) == 0, r.name

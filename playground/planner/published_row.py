@@ -1,0 +1,50 @@
+"""One published run of a training stack: what its source states, what it leaves unstated, and the
+metric it is compared on (``published_metric``).  The rows themselves are in
+``playground.planner.published_stacks`` and ``playground.planner.published_foundry``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.planner.costs import Cluster, Layout, Model, flops_per_step
+
+__all__ = ["PublishedStackRun", "published_metric"]
+
+
+@dataclass(frozen=True)
+class PublishedStackRun:
+    name: str
+    stack: str                   # torchtitan, fms-fsdp, Megatron-Bridge, Megatron MoE Model Zoo, ...
+    source: str                  # URL and the commit or date of the page read
+    gpu: str                     # a name of playground.hardware
+    model: Model
+    layout: Layout
+    unstated: tuple = ()         # Layout fields the source does not state
+    tokens_per_s_per_gpu: float | None = None  # published
+    step_time_s: float | None = None           # published
+    tflops_per_gpu: float | None = None        # published, in the source's own FLOP count
+    flop_count: str = ""         # "model", "hardware" (recomputation counted) or "unstated"
+    note: str = ""               # settings the source states that Layout cannot express
+    memory_misfit: str = ""      # non-empty: the planner's memory model says it does not fit, and why
+    cite: str = ""               # BibTeX key in references.bib (proposed where not yet there)
+    power_limit_w: float | None = None  # a board power limit the source states, below the GPU's TDP
+
+    @property
+    def cluster(self) -> Cluster:
+        return Cluster.of(self.gpu, power_limit_w=self.power_limit_w)
+
+
+def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, float, float, float]:
+    """(metric, predicted, published, ratio) to compare a row on: its step time when published, else
+    tokens/s per GPU, else the step time its published TFLOP/s implies in its FLOP count.  ``ratio`` is
+    predicted / published *throughput* (for a time: published time / predicted time), so > 1 means
+    the model is optimistic, whatever the metric."""
+    if row.step_time_s is not None:
+        predicted, published = prediction["step_time_s"], row.step_time_s
+        return "step_time_s", predicted, published, published / predicted
+    if row.tokens_per_s_per_gpu is not None:
+        predicted, published = prediction["tokens_per_s"] / row.layout.gpus, row.tokens_per_s_per_gpu
+        return "tokens_per_s_per_gpu", predicted, published, predicted / published
+    recompute = None if row.flop_count == "hardware" else "none"
+    implied = flops_per_step(row.model, row.layout, recompute) / (row.tflops_per_gpu * 1e12 * row.layout.gpus)
+    return "step_time_s (implied by TFLOP/s)", prediction["step_time_s"], implied, implied / prediction["step_time_s"]
