@@ -2,8 +2,8 @@
 
 For each stack of the validation sets (``planner.published_layouts``: Megatron-LM and its peers on
 A100s, Llama 3 on H100s; ``planner.published_stacks``: torchtitan, fms-fsdp, Megatron-Bridge, the
-Megatron MoE Model Zoo, DeepSpeed ZeRO-3, OPT-175B) it reports the rows, the median and the worst
-|predicted / published - 1|, how many rows fall within +-20%, and how many published values lie
+Megatron MoE Model Zoo, DeepSpeed ZeRO-3, OPT-175B, llm-foundry) it reports the rows, the median and
+the worst |predicted / published - 1|, how many rows fall within +-20%, and how many published values lie
 inside the range the prediction reports (``planner.step_range``).  Pure arithmetic: no device needed.
 """
 

@@ -4,7 +4,8 @@ The step-time model's first validation set (``published_layouts``) is Megatron-L
 one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
 HSDP on A100s), Megatron-Bridge's performance summary (H100, FP8), the Megatron MoE Model Zoo
 (Qwen3-235B-A22B with expert parallelism on H100s), the ZeRO-3 rows of Narayanan et al. 2021
-Table 2 and OPT-175B (FSDP + TP 8).  Every row keeps apart:
+Table 2, OPT-175B (FSDP + TP 8) and llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
+on A100s and H100s).  Every row keeps apart:
 
 * what the source states: the numbers quoted exactly, the page and the commit or date read;
 * ``unstated``: the ``Layout`` fields the source does not give (the value in the row is then the
