@@ -75,8 +75,7 @@ def _report(r: dict) -> str:
                 lines.append(f"   beats #{x['rank'] + 1}: {x['beats_next']}")
         return "\n".join(lines)
     lay, mem = Layout(**r["layout"]), r["memory"]
-    lines = [f"layout   {lay.describe()}, {r['micro_batches']} micro-batches on {r['gpus']:,} x {r['gpu']}"
-             + ("" if lay.dtype == "bf16" and lay.kernels == "fused" else f", {lay.dtype}, {lay.kernels} kernels"),
+    lines = [f"layout   {lay.describe()}, {r['micro_batches']} micro-batches on {r['gpus']:,} x {r['gpu']}",
              f"         {r['placement_note']}",
              f"step     {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
              f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU ({r['model_tflops_per_gpu']:.0f} model), "
