@@ -37,6 +37,8 @@ PLANNER_FLOORS = (
     {"layout", "hf_config", "presets", "gemms"},
     {"memory", "measure"},
     {"costs"},
+    {"published_row"},
+    {"published_foundry"},
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range"},
     {"capacity"},
