@@ -2,11 +2,12 @@
 
 What fraction of a datasheet number real kernels reach: GEMMs of the dense peak, element-wise kernels
 of HBM bandwidth, NCCL of the link's line rate, FP8 GEMMs of the FP8 peak, a power-capped GPU's
-tensor cores of their uncapped rate; the SMs an overlapped collective takes from compute; plus a launch cost per kernel, a latency per message,
-cuBLAS's output tile and the bytes an Adam step streams.  ``sources`` says where each value comes
-from (a cited measurement, an accounting, or "assumed"), ``spread`` its (low, high) over those
-sources, the range ``step_range`` reports; ``Efficiency.from_results`` takes measured values from a
-``python -m playground.bench gemm`` results file instead.  ``playground.planner.layout`` re-exports them.
+tensor cores of their uncapped rate; the SMs an overlapped collective takes from compute; plus a
+launch cost per kernel, a latency per message, cuBLAS's output tile, the bytes an Adam step streams
+and those the cross-entropy moves per logit.  ``sources`` says where each value comes from (a cited
+measurement, an accounting, or "assumed"), ``spread`` its (low, high) over those sources, the range
+``step_range`` reports; ``Efficiency.from_results`` takes measured values from a ``python -m
+playground.bench gemm`` results file instead.  ``playground.planner.layout`` re-exports them.
 """
 
 from __future__ import annotations
@@ -91,6 +92,15 @@ _SOURCES = {
                        "fp32 main gradient (16 B), writes weight and moments back (12 B) and the bf16 "
                        "copy of the weight (2 B) = 30 B; 28 B with bf16 gradients, 34 B when the fp32 "
                        "gradient is also zeroed",
+    "loss_bytes": "accounted: HBM bytes per logit (token x vocabulary entry) of an unfused fp32 cross-entropy, "
+                  "the loss torchtitan (logits.float() then F.cross_entropy), llm-foundry and Megatron's "
+                  "vocab-parallel cross-entropy compute: the upcast reads 2 B and writes 4, log-softmax reads "
+                  "its input twice (max, then the sum of exponentials) and writes once (12), its backward reads "
+                  "the saved output and writes the gradient (8), the cast back to bf16 reads 4 and writes 2 = "
+                  "36 B; a fused loss kernel (Liger's, Megatron's cross_entropy_loss_fusion) reads the bf16 "
+                  "logits forward and backward and writes the gradient: 6 B, the spread's low end; Megatron's "
+                  "unfused in-place chain (max, subtract, exp, sum, divide, then the backward's multiply) "
+                  "moves 52 B, its high end",
 }
 # (low, high) of each constant over its sources above: the range the step-time model reports
 _SPREAD = {
@@ -108,6 +118,7 @@ _SPREAD = {
     "latency_s": (5e-6, 25e-6),   # assumed floor ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
+    "loss_bytes": (6, 52),        # a fused loss kernel ... Megatron's in-place fp32 chain
 }
 MEASURED = ("gemm", "fp8_gemm", "hbm", "link", "kernel_s", "latency_s", "optimizer_bytes")  # what a results file may set
 
@@ -133,6 +144,7 @@ class Efficiency:
     latency_s: float = 10e-6  # per ring step of a collective / per p2p message
     tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
     optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step
+    loss_bytes: float = 36    # HBM bytes per logit of the fp32 cross-entropy, forward and backward
     sources: dict = field(default_factory=lambda: dict(_SOURCES), compare=False)
     spread: dict = field(default_factory=lambda: dict(_SPREAD), compare=False)
 

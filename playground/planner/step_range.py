@@ -47,7 +47,7 @@ SETTINGS = {
 # for each constant, which end of its spread makes the step faster
 _FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "power_exponent": False, "comm_sms": False, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
                      "attention_fa3": True, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
-                     "optimizer_bytes": False}
+                     "optimizer_bytes": False, "loss_bytes": False}
 
 
 def _valid(model: Model, layout: Layout) -> bool:

@@ -34,8 +34,11 @@
   recomputed forward), the NVLink and network shares of an EP group moving at once; the busiest
   rank's tokens (``moe_imbalance`` x the mean: dropless routing) set the pace of it and of the
   expert GEMMs.
-* **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP (routed experts over DP x CP / EP), of which at
-  most the last micro-batch's backward can hide it when overlap is on.  ZeRO-3 (FSDP) instead
+* **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP
+  (routed experts over DP x CP / EP), of which at most the last micro-batch's backward can hide it
+  when overlap is on.  The distributed optimizer (ZeRO-1/2, Megatron's ``--use-distributed-optimizer``)
+  reduce-scatters the gradients instead, and all-gathers the updated bf16 weights behind the next
+  step's first forward (``--overlap-param-gather``, on with the overlap).  ZeRO-3 (FSDP) instead
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
   ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
   that only what outlasts the layer's compute is exposed; with HSDP they ride the shard group's
@@ -46,6 +49,8 @@
   tensor by tensor and waits for each.
 * **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
   the pace of every micro-batch slot.
+* the **logits** on the last stage: three GEMMs, then the fp32 cross-entropy streaming
+  ``loss_bytes`` (36) per logit through HBM, the vocabulary split over TP.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
 * **FP8** (``dtype="fp8"``): GEMMs at ``eta_fp8`` of the FP8 peak of the hardware table, each
   operand scaled and cast first (``fp8_cast_bytes``: 6 B per element over HBM); the attention core,
@@ -181,7 +186,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     _, shard_bw = shard_link(layout, cluster)
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
-    logits_t = 3 * gemm_time(1, layout.micro_batch * s / layout.cp, -(-model.vocab // t), h, gpu, eff)  # bf16
+    tokens, vocab = layout.micro_batch * s / layout.cp, -(-model.vocab // t)
+    logits_t = 3 * gemm_time(1, tokens, vocab, h, gpu, eff) \
+        + tokens * vocab * eff.loss_bytes / (eff.hbm * gpu.hbm_bytes_per_s)   # bf16 GEMMs, then the fp32 loss
     rows, first = [], 0
     for i, n_layers in enumerate(stages):
         n_dense = max(0, min(first + n_layers, dense_total) - first)
@@ -197,6 +204,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                                             model.dense_layer_tensors()) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+                   forward=sum(counts[moe] * costs[moe]["forward"] for moe in kinds),
                    backward=sum(counts[moe] * (costs[moe]["backward"] + costs[moe]["recompute"]) for moe in kinds))
         row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "zero3", "logits"))
         rows.append(row)
@@ -216,11 +224,23 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         replicas = layout.dp * layout.cp // shard_n
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes / shard_n, replicas,
                               replica_link(layout, cluster)[1], eff) if replicas > 1 else 0.0
+        gather_t = 0.0
+    elif layout.zero_stage in (1, 2):  # distributed optimizer: reduce-scatter the gradients, each rank
+        # updates its shard, all-gather the updated bf16 weights (behind the next step's first forward)
+        dp_t = allgather_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff) \
+            + allgather_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff)
+        gather_t = allgather_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff) \
+            + allgather_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff)
     else:
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff) \
             + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff)
-    hidden_dp = min(dp_t, slow["backward"]) if layout.overlap_grad_reduce else 0.0
-    dp_exposed = overlapped(dp_t, slow["backward"], gpu, eff) if layout.overlap_grad_reduce else dp_t
+        gather_t = 0.0
+    if layout.overlap_grad_reduce:   # the last micro-batch's backward hides the reduction, the first forward the gather
+        hidden_dp = min(dp_t, slow["backward"]) + min(gather_t, slow["forward"])
+        dp_exposed = overlapped(dp_t, slow["backward"], gpu, eff) + overlapped(gather_t, slow["forward"], gpu, eff)
+    else:
+        hidden_dp, dp_exposed = 0.0, dp_t + gather_t
+    dp_t += gather_t
     sharded = layout.zero_stage >= 1
     owned = slow["dense_params"] / (layout.sharding_degree if sharded else 1) \
         + slow["expert_params"] / (expert_dp if sharded else 1)

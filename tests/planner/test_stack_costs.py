@@ -193,11 +193,16 @@ def test_deepep_sends_a_token_once_per_node_and_gpu_it_hits_not_once_per_expert(
 
 def test_gradients_reduced_in_fp32_move_twice_the_bytes_of_bf16_ones(capsys):
     # DDP over the network: the all-reduce is the gradient bytes, 4 a gradient in fp32, 2 in bf16
-    ddp = Layout.today(1, 1, 64, micro_batch=2, global_batch=128, zero_stage=1, overlap_grad_reduce=False)
+    ddp = Layout.today(1, 1, 64, micro_batch=2, global_batch=128, zero_stage=0, overlap_grad_reduce=False)
     assert ddp.grad_reduce == "fp32" and Layout(1, 1, 64).grad_reduce == "bf16"   # today's default, 2021's
     bytes_only = replace(EFFICIENCY, latency_s=0.0)
     fp32, bf16 = (predict(LLAMA, H100, replace(ddp, grad_reduce=g), bytes_only) for g in ("fp32", "bf16"))
     assert fp32["dp_comm_s"] / bf16["dp_comm_s"] == pytest.approx(2)
+    # the distributed optimizer reduce-scatters the gradients (4 or 2 B) and all-gathers bf16 weights (2 B)
+    zero1 = {g: predict(LLAMA, H100, replace(ddp, zero_stage=1, grad_reduce=g), bytes_only)["dp_comm_s"]
+             for g in ("fp32", "bf16")}
+    assert zero1["fp32"] / zero1["bf16"] == pytest.approx(1.5)
+    assert zero1["bf16"] == pytest.approx(bf16["dp_comm_s"])   # bf16: the same bytes as the all-reduce
     # FSDP with one GPU per node (TP = 8): the reduce-scatter doubles, the gathers stay bf16; more is exposed
     fsdp = Layout.today(8, 1, 64, micro_batch=1, global_batch=64, zero_stage=3)
     exposed = {g: predict(LLAMA, H100, replace(fsdp, grad_reduce=g))["time_breakdown"]["zero3_gathers"]
@@ -228,3 +233,25 @@ def test_per_tensor_zero3_gathers_pay_a_ring_latency_per_tensor_and_hide_nothing
     assert exposed[1536] - exposed[384] == pytest.approx(extra, rel=0.02)
     with pytest.raises(PlanError, match="fsdp_gather must be unit or tensor"):
         predict(gpt, a100, replace(lay, fsdp_gather="param"))
+
+
+def test_the_distributed_optimizer_hides_its_weight_gather_behind_the_first_forward():
+    # ZeRO-1 over the network: with overlap, the reduce-scatter hides behind the last micro-batch's
+    # backward and the all-gather of the updated weights behind the next step's first forward
+    zero1 = Layout.today(1, 1, 64, micro_batch=2, global_batch=128, zero_stage=1)
+    on = predict(LLAMA, H100, zero1)
+    off = predict(LLAMA, H100, replace(zero1, overlap_grad_reduce=False))
+    assert off["dp_comm_hidden_s"] == 0 and off["time_breakdown"]["dp_comm_exposed"] == pytest.approx(off["dp_comm_s"])
+    assert on["dp_comm_hidden_s"] > on["dp_comm_s"] / 2       # more than the reduce-scatter alone hides
+    assert on["step_time_s"] < off["step_time_s"]
+
+
+def test_the_cross_entropy_streams_its_fp32_logits_through_hbm():
+    # the loss costs loss_bytes per logit (token x vocabulary entry) at eta_hbm of HBM bandwidth
+    layout = Layout.today(1, 1, 8, micro_batch=1, global_batch=8)
+    without = predict(LLAMA, H100, layout, replace(EFFICIENCY, loss_bytes=0))
+    with_loss = predict(LLAMA, H100, layout)
+    logits = LLAMA.seq_len * LLAMA.vocab
+    expected = logits * EFFICIENCY.loss_bytes / (EFFICIENCY.hbm * H100.gpu.hbm_bytes_per_s)
+    assert with_loss["compute_parts"]["logits"] - without["compute_parts"]["logits"] == pytest.approx(expected)
+    assert EFFICIENCY.spread["loss_bytes"][0] < EFFICIENCY.loss_bytes < EFFICIENCY.spread["loss_bytes"][1]
