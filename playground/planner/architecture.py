@@ -15,7 +15,8 @@ Parameter count (``param_count``; ``active_param_count`` for what one token pass
   size); with MLA, the low-rank paths instead (``attention_params``); plus biases and Q/K norms.
 * M(f), an MLP of width f: 3 h f gated (SwiGLU), 2 h f otherwise, plus biases.
 * E routed experts of width f_e, shared experts of total width f_s, the router R = E h (+ E with a
-  routing bias, + h with a shared-expert gate); n the layer's norms (2 h RMSNorm, 4 h LayerNorm).
+  routing bias, + h with a shared-expert gate); n the layer's norms (2 h RMSNorm, 4 h LayerNorm; twice
+  that with Gemma 2's sandwich norms, after attention and the MLP as well as before).
 * V h for the input embedding and again for an untied output layer; s h for learned positions;
   n_f the final norm.  The active count takes k of the E experts (``top_k``).
 """
@@ -47,6 +48,7 @@ class Model:
     proj_bias: bool = True          # biases on the output projection and the MLP (GPT)
     norm: str = "layernorm"         # "layernorm" (weight + bias) or "rmsnorm" (weight only)
     qk_norm: bool = False           # RMSNorm on each head's queries and keys (Qwen3)
+    sandwich_norm: bool = False     # a norm after attention and after the MLP too: 4 a layer (Gemma 2, 3)
     experts: int = 0                # routed experts per MoE layer; 0 = dense model
     top_k: int = 0                  # experts each token is routed to
     moe_ffn: int | None = None      # width of one routed expert's MLP
@@ -117,6 +119,10 @@ class Model:
     def _norm(self) -> int:
         return (2 if self.norm == "layernorm" else 1) * self.hidden
 
+    def _layer_norms(self) -> int:
+        """Norm weights of one layer: before attention and the MLP, and after each with sandwich norms."""
+        return (4 if self.sandwich_norm else 2) * self._norm()
+
     def attention_params(self) -> int:
         """Weights (and biases, norms) of one attention block, its input norm excluded."""
         h, a, d, k = self.hidden, self.heads, self.head_size, self.kv_head_count
@@ -145,13 +151,13 @@ class Model:
         return self.mlp_params(self.shared_width) if self.shared_width else 0
 
     def dense_layer_params(self) -> int:
-        return self.attention_params() + self.mlp_params() + 2 * self._norm()
+        return self.attention_params() + self.mlp_params() + self._layer_norms()
 
     def moe_layer_params(self, experts: int | None = None) -> int:
         """One MoE layer with ``experts`` of its routed experts (all of them when None)."""
         e = self.experts if experts is None else experts
         return self.attention_params() + e * self.mlp_params(self.expert_width) + self.shared_params() \
-            + self.router_params() + 2 * self._norm()
+            + self.router_params() + self._layer_norms()
 
     def dense_layer_tensors(self) -> int:
         """Parameter tensors of one dense layer as Megatron holds them: fused QKV, the output

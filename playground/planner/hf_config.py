@@ -19,8 +19,27 @@ Which keys are read, by ``model_type``:
   not compressed), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
   ``topk_method: noaux_tc`` (V3) means a per-expert routing bias.  The multi-token-prediction module
   (``num_nextn_predict_layers``) is not part of ``Model`` and is not counted.
+* gemma / gemma2 / gemma3_text: the Llama keys, but the MLP is always gated (GeGLU: ``hidden_act`` or
+  ``hidden_activation`` names its GELU), the embedding tied unless ``tie_word_embeddings`` says false,
+  and Gemma 2 and 3 put a norm after attention and after the MLP too (``sandwich_norm``); Gemma 3 adds
+  Q/K norms.  Their sliding-window layers are counted as global attention (the FLOPs of a window
+  shorter than the sequence are over-counted; the parameters are the same).
+* gpt_oss: every layer an MoE of ``num_local_experts`` experts of width ``intermediate_size``,
+  ``num_experts_per_tok`` (or ``experts_per_token``) per token; ``attention_bias`` puts biases on Q, K,
+  V, the output projection and the experts; the router has a bias.  Its attention sinks (a scalar
+  per head) and the sliding window of alternate layers are left out.
+* llama4_text: ``num_local_experts`` routed experts of width ``intermediate_size`` and one shared
+  expert of the same width in the layers ``moe_layers`` lists (default: every
+  ``interleave_moe_layer_step``-th), dense layers of width ``intermediate_size_mlp`` between them;
+  its Q/K L2 norms have no weights.
+* glm4_moe: DeepSeek's MoE keys (``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
+  ``first_k_dense_replace``) on grouped-query attention, with ``attention_bias`` on Q, K and V only,
+  ``use_qk_norm``, and a per-expert routing bias; the MTP layers are not counted.
 * gpt2: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (null: 4 h), ``n_positions``, ``vocab_size``;
   tied embeddings, learned positions, biases and LayerNorm.
+* A config whose ``model_type`` the planner does not know but which carries expert keys
+  (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_intermediate_size``) is refused:
+  read as a dense Llama it would be counted without its experts.
 * A multimodal wrapper's ``text_config`` is read in place of the outer dict.
 
 ``max_position_embeddings`` is NOT the training sequence length: it is how far the position scheme
@@ -40,7 +59,11 @@ from playground.planner.errors import PlanError
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+GEMMA = ("gemma", "gemma2", "gemma3_text")
+OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 GATED_ACTS = ("silu", "swiglu", "swish")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu")
@@ -72,7 +95,8 @@ def read_hf_config(path, seq_len: int = 8192) -> Model:
         raise PlanError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
     if not isinstance(cfg, dict):
         raise PlanError(f"{path} holds a JSON {type(cfg).__name__}, not an object")
-    return model_from_hf_dict(cfg, seq_len, name=_name_in(cfg) or path.parent.name, source=str(path))
+    fallback = path.parent.name if path.name == "config.json" else path.stem  # a folder, or a renamed file
+    return model_from_hf_dict(cfg, seq_len, name=_name_in(cfg) or fallback, source=str(path))
 
 
 def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source: str = "config.json") -> Model:
@@ -84,26 +108,42 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
     kind = cfg.get("model_type")
     if kind == "gpt2":
         return _gpt2(keys, name)
-    if kind not in LLAMA_STYLE + DEEPSEEK and not all(k in cfg for k in LLAMA_KEYS):
+    if kind not in KNOWN and not all(k in cfg for k in LLAMA_KEYS):
         what = f"model_type {kind!r} is not one the planner reads" if kind else "there is no model_type"
         raise PlanError(f"{source}: {what}, and it lacks the Llama keys "
                         f"({', '.join(k for k in LLAMA_KEYS if k not in cfg)})")
+    experts_named = [k for k in EXPERT_KEYS if cfg.get(k)]
+    if kind not in KNOWN and experts_named:
+        what = f"model_type {kind!r}" if kind else "a config without model_type"
+        raise PlanError(f"{source}: {what} has expert keys ({', '.join(experts_named)}) the planner does not read "
+                        "for this family; give the shape by flags (--layers --hidden --heads --experts --top-k "
+                        "--moe-ffn ...) instead of counting it as a dense model")
     layers, hidden, heads = keys.int("num_hidden_layers"), keys.int("hidden_size"), keys.int("num_attention_heads")
     head_dim = keys.int("head_dim", None)
     shape = dict(layers=layers, hidden=hidden, heads=heads, vocab=keys.int("vocab_size"), seq_len=seq_len,
                  ffn=keys.int("intermediate_size"), kv_heads=keys.int("num_key_value_heads", heads),
                  head_dim=None if head_dim == hidden // heads else head_dim,  # one spelling per shape
-                 gated_mlp=_gated(keys), tied_embeddings=keys.bool("tie_word_embeddings", False),
+                 gated_mlp=kind in GEMMA or _gated(keys),
+                 tied_embeddings=keys.bool("tie_word_embeddings", kind in GEMMA),  # Gemma ties by default
                  position_embeddings=False, norm="rmsnorm", name=name)
+    if kind in GEMMA:   # GeGLU whatever the activation's name; Gemma 2 and 3 norm after each block too
+        _gelu(keys)
+        shape.update(sandwich_norm=kind != "gemma")
     if kind in ("qwen2", "qwen2_moe"):  # Qwen2 puts biases on Q, K and V, and nowhere else
         shape.update(qkv_bias=True, proj_bias=False)
+    elif kind == "gpt_oss":  # biases on Q, K, V, the output projection and the experts alike
+        bias = keys.bool("attention_bias", True)
+        shape.update(qkv_bias=bias, proj_bias=bias)
+    elif kind == "glm4_moe":  # biases on Q, K and V only
+        shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
     else:
         attention_bias, mlp_bias = keys.bool("attention_bias", False), keys.bool("mlp_bias", False)
         if attention_bias and not mlp_bias and kind not in DEEPSEEK:
             raise PlanError(f"{source}: attention_bias without mlp_bias can't be counted "
                             "(Model keeps the output-projection and MLP biases together)")
         shape.update(qkv_bias=attention_bias, proj_bias=attention_bias and mlp_bias)
-    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe")
+    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text") or \
+        (kind == "glm4_moe" and keys.bool("use_qk_norm", False))
     if kind == "mixtral":
         shape.update(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=shape["ffn"])
@@ -111,6 +151,15 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
         shape.update(_qwen_moe(keys, kind, layers))
     elif kind in DEEPSEEK:
         shape.update(_deepseek(keys, kind, layers))
+    elif kind == "gpt_oss":
+        top_k = keys.int("num_experts_per_tok", None) or keys.int("experts_per_token")
+        shape.update(experts=keys.int("num_local_experts"), top_k=top_k, moe_ffn=shape["ffn"], router_bias=True)
+    elif kind == "llama4_text":
+        shape.update(_llama4(keys, layers, shape["ffn"]))
+    elif kind == "glm4_moe":
+        shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
+                     moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
+                     dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True)
     if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
@@ -144,6 +193,20 @@ def _deepseek(keys, kind: str, layers: int) -> dict:
                 router_bias=kind == "deepseek_v3" and keys.get("topk_method") == "noaux_tc")
 
 
+def _llama4(keys, layers: int, expert_width: int) -> dict:
+    """Llama 4: routed experts and one shared expert, both ``intermediate_size`` wide, in the layers
+    ``moe_layers`` lists (HF's default: every ``interleave_moe_layer_step``-th, counting from the step's
+    last); the dense layers between them ``intermediate_size_mlp`` wide."""
+    step = keys.int("interleave_moe_layer_step", 1)
+    moe = keys.get("moe_layers", list(range(step - 1, layers, step)))
+    if not isinstance(moe, list) or not all(isinstance(i, int) and 0 <= i < layers for i in moe):
+        raise PlanError(f"{keys.source}: 'moe_layers' must be a list of layer numbers below {layers}, got {moe!r}")
+    dense = layers - len(set(moe))
+    return dict(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"), moe_ffn=expert_width,
+                shared_experts=1, dense_layers=dense,
+                ffn=keys.int("intermediate_size_mlp") if dense else expert_width)
+
+
 def _gpt2(keys, name: str) -> Model:
     """GPT-2: learned positions, so the position table (``n_positions``) is the sequence length."""
     return Model(keys.int("n_layer"), keys.int("n_embd"), keys.int("n_head"), keys.int("vocab_size"),
@@ -158,6 +221,14 @@ def _gated(keys) -> bool:
     if act in PLAIN_ACTS:
         return False
     raise PlanError(f"{keys.source}: hidden_act {act!r} is not one the planner knows ({', '.join(GATED_ACTS + PLAIN_ACTS)})")
+
+
+def _gelu(keys) -> None:
+    """Gemma's MLP is a GeGLU: its activation must be a GELU (the gate makes it gated)."""
+    for key in ("hidden_activation", "hidden_act"):
+        act = keys.get(key)
+        if act is not None and not str(act).startswith("gelu"):
+            raise PlanError(f"{keys.source}: {key} {act!r} is not a GELU, as Gemma's gated MLP has")
 
 
 def _name_in(cfg: dict) -> str:

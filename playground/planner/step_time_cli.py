@@ -14,7 +14,7 @@ from playground.planner.args import (cluster_from_args, efficiency_from_args, ef
 from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, DEFAULT_SEQ_LEN, infer_architecture
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Layout
-from playground.planner.layout_search import search
+from playground.planner.layout_search import fit_advice, gpus_that_fit, search
 from playground.planner.step_range import predict_range
 
 __all__ = ["predict_from_args", "report", "main"]
@@ -56,7 +56,16 @@ def _predict(opts, eff) -> dict:
     tp, pp = degrees.get("tp", 1), degrees.get("pp", 1)
     dp = degrees.get("dp") or max(1, gpus // (tp * pp * knobs.get("cp", 1)))
     layout = Layout.today(tp, pp, dp, global_batch=seqs, **knobs)
-    return predict_range(model, cluster, layout, unstated, eff, gpus=gpus)
+    result = predict_range(model, cluster, layout, unstated, eff, gpus=gpus)
+    if not result["memory"]["fits"]:   # what one change would make it fit, as the capacity planner says
+        advice = [{k: a[k] for k in ("change", "memory_bytes")}
+                  for a in fit_advice(model, layout, cluster.gpu, layout.gpus)[:4]]
+        more = None if advice else gpus_that_fit(model, cluster.gpu, layout.gpus, seqs)
+        if more:   # no single change fits: the fewest GPUs that do, and how they are laid out
+            advice = [{"change": f"--gpus {more['gpus']} ({more['layout'].describe()})",
+                       "memory_bytes": more["memory"]["total"]}]
+        result["fit_advice"] = advice
+    return result
 
 
 def report(r: dict, opts=None) -> str:
@@ -84,6 +93,9 @@ def _report(r: dict) -> str:
 
              f"memory   {mem['total'] / 2 ** 30:.1f} GiB of {mem['usable'] / 2 ** 30:.1f} GiB usable "
              f"({mem['capacity'] / 2 ** 30:.1f} GiB on the GPU)" + ("" if mem["fits"] else "  (does NOT fit)")]
+    if not mem["fits"]:
+        lines += [f"would fit {a['change']}: {a['memory_bytes'] / 2 ** 30:.1f} GiB" for a in r.get("fit_advice", [])] \
+            or ["would fit no single change of the layout fits: more GPUs or a smaller model"]
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
     return "\n".join(lines)
 

@@ -166,3 +166,70 @@ def test_unknown_preset_lists_the_known_ones():
     assert str(err.value) == f"unknown model 'gpt-5'; known: {', '.join(PRESETS)}"
     with pytest.raises(PlanError, match="unknown model"):
         preset_source("llama2-7b")
+
+
+# config.json files of families beyond Llama's, as their model repositories publish them (the keys the
+# planner reads and a few beside them): google/gemma-7b, google/gemma-2-9b, openai/gpt-oss-120b and -20b,
+# meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config), zai-org/GLM-4.5 and -Air
+FAMILIES = Path(__file__).resolve().parent / "hf_configs"
+
+
+def family(name: str):
+    return read_hf_config(FAMILIES / f"{name}.json")
+
+
+def test_gemma_has_a_gated_mlp_and_ties_its_embedding_unless_told_otherwise():
+    gemma, gemma2 = family("gemma-7b"), family("gemma-2-9b")
+    assert gemma.gated_mlp and gemma.tied_embeddings          # GeGLU, though hidden_act says "gelu"
+    assert within_published_rounding(gemma.param_count, "8.54")   # Gemma report (Table 1 + embeddings): 8.54B
+    assert within_published_rounding(gemma2.param_count, "9.24")  # Gemma 2 model card: 9.24B
+    # Gemma 2's sandwich norms: a norm after attention and after the MLP as well as before
+    plain = dataclasses.replace(gemma2, sandwich_norm=False)
+    assert gemma2.param_count - plain.param_count == gemma2.layers * 2 * gemma2.hidden
+    untied = json.loads((FAMILIES / "gemma-7b.json").read_text()) | {"tie_word_embeddings": False}
+    assert model_from_hf_dict(untied).param_count == gemma.param_count + gemma.vocab * gemma.hidden
+    with pytest.raises(PlanError, match="not a GELU"):
+        model_from_hf_dict(untied | {"hidden_act": "silu"})
+
+
+def test_gpt_oss_counts_biased_experts_in_every_layer():
+    for name, total, active in (("gpt-oss-120b", "116.83", "5.13"), ("gpt-oss-20b", "20.91", "3.61")):
+        model = family(name)
+        assert model.moe_layers == model.layers and model.router_bias and model.proj_bias
+        # the gpt-oss model card's totals; its active count leaves the input embedding out
+        assert within_published_rounding(model.param_count, total), f"{model.param_count:,}"
+        embedding = model.vocab * model.hidden
+        assert within_published_rounding(model.active_param_count - embedding, active)
+
+
+def test_llama4_interleaves_dense_layers_between_its_moe_layers():
+    scout, maverick = family("llama4-scout"), family("llama4-maverick")
+    assert (scout.dense_layers, maverick.dense_layers) == (0, 24)   # interleave_moe_layer_step 1 and 2
+    assert maverick.ffn_width == 16384 and maverick.expert_width == scout.shared_width == 8192
+    # Meta's model cards: 17B active each, 400B total (Maverick); Scout's 109B counts its vision encoder too
+    for model in (scout, maverick):
+        assert within_published_rounding(model.active_param_count, "17")
+    assert within_published_rounding(maverick.param_count, "400")
+    assert 107e9 < scout.param_count < 109e9
+
+
+def test_glm4_moe_reads_deepseeks_expert_keys_on_grouped_query_attention():
+    air, glm = family("glm-4.5-air"), family("glm-4.5")
+    assert (air.dense_layers, glm.dense_layers) == (1, 3) and glm.qkv_bias and not glm.proj_bias
+    assert within_published_rounding(air.param_count, "106")  # GLM-4.5-Air: 106B total, 12B active
+    # GLM's active counts leave out both embedding matrices (GLM-4.5: 32B active)
+    for model, active in ((air, "12"), (glm, "32")):
+        assert within_published_rounding(model.active_param_count - 2 * model.vocab * model.hidden, active)
+
+
+def test_an_unknown_model_type_with_expert_keys_is_refused_not_counted_dense():
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    with pytest.raises(PlanError, match="'my_moe' has expert keys \\(num_local_experts\\)"):
+        model_from_hf_dict({**llama, "model_type": "my_moe", "num_local_experts": 8})
+
+
+def test_a_renamed_config_file_is_named_after_itself(tmp_path):
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    llama.pop("_name_or_path", None)
+    (tmp_path / "my-llama.json").write_text(json.dumps(llama))
+    assert read_hf_config(tmp_path / "my-llama.json").name == "my-llama"

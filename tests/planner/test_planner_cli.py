@@ -13,6 +13,8 @@ import pytest
 from playground import planner as cp
 from playground.planner.args import parse_number, planner_parser
 from playground.planner.presets import preset_names
+from playground.planner.step_time_cli import predict_from_args
+from playground.planner.step_time_cli import report as step_time_report
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = Path(__file__).resolve().parents[2] / "chapters" / "configs"
@@ -197,3 +199,17 @@ def test_bad_input_from_a_real_process_is_one_line_and_exit_2():
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("capacity_plan: error: unknown GPU")
     out = _cli("--model", "nope", "--gpus", "8", module="step_time")
     assert out.returncode == 2 and out.stdout == "" and "unknown model 'nope'" in out.stderr
+
+
+def test_a_step_time_layout_that_does_not_fit_says_what_would():
+    def advice(*args):
+        report = step_time_report(predict_from_args(planner_parser().parse_args(
+            ["--gpu", "H100", "--gpus", "8", "--global-batch", "8", *args])))
+        assert "(does NOT fit)" in report
+        lines = [line for line in report.splitlines() if line.startswith("would fit")]
+        assert lines and all(line.endswith("GiB") for line in lines)
+        return lines
+    assert "would fit --zero-stage 2: 67.9 GiB" in advice("--model", "llama3-8b", "--zero-stage", "0")
+    # 70B's weights, gradients and Adam states alone outgrow 8 GPUs: the fewest GPUs that hold it
+    (more,) = advice("--model", "llama3-70b", "--zero-stage", "1")
+    assert more.startswith("would fit --gpus ")
