@@ -160,6 +160,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
                      "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
                      "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
+    lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
+                     "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
+                     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")
     lay.add_argument("--grad-reduce", choices=("bf16", "fp32"), help="dtype gradients are reduced in (all-reduce "
                      "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
                      "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
@@ -180,7 +183,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "(default: the sourced constants of planner.layout.Efficiency)")
     s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
                    "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap, moe-imbalance, "
-                   "grad-reduce; the "
+                   "ep-dispatch, ep-overlap, grad-reduce, zero-stage, shard-group; the "
                    "range "
                    "spans every value each can take (default: none; the constants' sourced spread is always spanned)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
@@ -261,7 +264,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
         knobs["zero_stage"] = 3
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "grad_reduce"):
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "grad_reduce"):
         knobs[key] = getattr(opts, key)
     return {k: v for k, v in knobs.items() if v is not None}
 

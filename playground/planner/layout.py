@@ -86,6 +86,9 @@ class Layout:
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
+    ep_overlap: bool = False         # EP all-to-alls of one micro-batch behind another's compute (Megatron-Core's
+                                     # --overlap-moe-expert-parallel-comm, the Model Zoo's "1F1B A2A overlap";
+                                     # DeepSeek-V3's DualPipe)
     fsdp_gather: str = "unit"        # ZeRO-3 gathers: unit (one flat collective per layer: FSDP1/2, Megatron-
                                      # FSDP) | tensor (each parameter tensor on its own: DeepSpeed ZeRO-3, 2021)
     grad_reduce: str = "bf16"        # dtype gradients are reduced in: bf16, or fp32 (torchtitan's FSDP2 and
@@ -143,7 +146,8 @@ class Layout:
                                          (self.flash_attention and self.attention_kernel in ("fa1", "fa2"),
                                           f"FlashAttention-{self.attention_kernel[-1]}"),
                                          (self.tp > 1 and self.tp_overlap != "none", f"TP overlap {self.tp_overlap}"),
-                                         (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"))
+                                         (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"),
+                                         (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"))
                  if on]
         return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}" \
             + "".join(f", {label}" for label in stack)
@@ -244,8 +248,12 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
                         f"or context parallelism)")
     if layout.pp > model.layers:
         raise PlanError(f"PP={layout.pp} is more than the {model.layers} layers")
-    if layout.pp * layout.vpp > model.layers:
-        raise PlanError(f"PP x VPP = {layout.pp * layout.vpp} chunks is more than the {model.layers} layers")
+    chunks = layout.pp * layout.vpp
+    # Megatron-Core may count the embedding and the loss as a layer each (94 layers in 96 chunks)
+    if chunks > model.layers and not (chunks == model.layers + 2 and layout.first_stage_layers is None
+                                      and layout.last_stage_layers is None):
+        raise PlanError(f"PP x VPP = {chunks} chunks is more than the {model.layers} layers "
+                        f"(or the {model.layers + 2} the embedding and the loss make, each counted as one)")
     if layout.vpp > 1 and layout.pp == 1:
         raise PlanError("virtual stages (VPP > 1) need pipeline parallelism (PP > 1)")
     if model.seq_len % (2 * layout.cp if layout.cp > 1 else 1):
@@ -290,6 +298,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"attention_kernel must be fa1, fa2 or fa3, got {layout.attention_kernel!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
+    if layout.ep_overlap and layout.ep == 1:
+        raise PlanError("EP all-to-all overlap needs expert parallelism (EP > 1)")
     if layout.fsdp_gather not in ("unit", "tensor"):
         raise PlanError(f"fsdp_gather must be unit or tensor, got {layout.fsdp_gather!r}")
     if layout.grad_reduce not in ("bf16", "fp32"):

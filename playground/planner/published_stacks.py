@@ -3,8 +3,8 @@
 The step-time model's first validation set (``published_layouts``) is Megatron-LM on A100s.  This
 one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
 HSDP on A100s), Megatron-Bridge's performance summary (H100, FP8), the Megatron MoE Model Zoo
-(Qwen3-235B-A22B with expert parallelism on H100s), the ZeRO-3 rows of Narayanan et al. 2021
-Table 2, OPT-175B (FSDP + TP 8) and llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
+(``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s), the ZeRO-3 rows of Narayanan
+et al. 2021 Table 2, OPT-175B (FSDP + TP 8) and llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
 on A100s and H100s).  Every row keeps apart:
 
 * what the source states: the numbers quoted exactly, the page and the commit or date read;
@@ -26,6 +26,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
+from playground.planner.published_zoo import MOE_MODEL_ZOO, qwen3_moe
 from playground.planner.published_row import PublishedStackRun, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
@@ -188,12 +189,6 @@ _BRIDGE_NOTE = ("FP8-CS (current scaling) on the linear layers; recompute, seque
                 "read: Layout.today's taken)")
 
 
-def _qwen3_moe(layers, hidden, heads, kv, ffn, experts, top_k, moe_ffn, seq_len, name) -> Model:
-    return Model(layers, hidden, heads, vocab=151936, seq_len=seq_len, ffn=ffn, kv_heads=kv, head_dim=128,
-                 gated_mlp=True, tied_embeddings=False, position_embeddings=False, norm="rmsnorm", qkv_bias=False,
-                 proj_bias=False, qk_norm=True, experts=experts, top_k=top_k, moe_ffn=moe_ffn, name=name)
-
-
 def _bridge(name, model, layout, tps, tflops, note="", misfit=""):
     # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken)
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("zero_stage",)) \
@@ -213,7 +208,7 @@ MEGATRON_BRIDGE = (
     _bridge("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", _llama31("405b"),
             Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
     _bridge("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS",
-            _qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"),
+            qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"),
             Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
             "MoE benchmarks force-balance the tokens over the experts (dropless); model shape from the Megatron "
             "MoE Model Zoo's Qwen3-30B-A3B.yaml; token dispatcher not stated (all-to-all taken, DeepEP in the range)",
@@ -221,46 +216,7 @@ MEGATRON_BRIDGE = (
             "of 2 x 4096 tokens (the recipe's recompute, not read, is what lets it run)"),
 )
 
-# ----------------------------------------------------------------------------- Megatron MoE Model Zoo
-_ZOO = ("https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60febddc38e7f741a16f08bd1/"
-        "best_practice/Qwen3/readme.md (256 H100, NVLink 4, InfiniBand 8 x 50 GB/s); shape "
-        "model_configs/benchmarking/Qwen3-235B-A22B.yaml")
-_QWEN3_235B = _qwen3_moe(94, 4096, 64, 4, 12288, 128, 8, 1536, 4096, "qwen3-235b-a22b")
-_ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); DeepEP rows: ep_dispatch "
-             "deepep; BF16, distributed optimizer with overlapped grad reduce and param gather, gradients reduced "
-             "in bf16 (no --accumulate-allreduce-grads-in-fp32: Megatron-LM's default), sequence parallelism, "
-             "flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1 (expert_tp=1: experts "
-             "whole on each GPU, EP x EDP spanning TP x DP); the embedding and the loss count as layers in the "
-             "pipeline split")
-_NORM_ACT = ("; recompute 'norm, act' (--recompute-modules layernorm moe_act: only those element-wise ops again, "
-             "no Layout value: none taken, their recomputation left out)")
-MOE_MODEL_ZOO = (
-    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
-                      _QWEN3_235B, Layout.today(2, 1, 128, ep=8, expert_tp=1, micro_batch=4, global_batch=2048,
-                                                zero_stage=3, recompute="full", ep_dispatch="deepep", grad_reduce="bf16"),
-                      ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
-                      note=_ZOO_NOTE + "; DeepEP dispatcher; FSDP On (Megatron-FSDP), EDP 32, 'disable log para norm'",
-                      cite="nvidia2025moemodelzoo"),
-    PublishedStackRun("Qwen3-235B-A22B, TP 4 EP 8 PP 8 VPP 4, no recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
-                      _QWEN3_235B, Layout.today(4, 8, 8, ep=8, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4,
-                                                ep_dispatch="deepep", grad_reduce="bf16"),
-                      ("recompute", "moe_imbalance"), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
-                      note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 4; the recompute cell is empty (none taken)",
-                      cite="nvidia2025moemodelzoo"),
-    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP", "Megatron MoE Model Zoo", _ZOO, "H100",
-                      _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
-                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16"),
-                      ("moe_imbalance",), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
-                      note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
-                      + "; the same layout with 1F1B A2A overlap ran 17.6 s (not modelled: no row)",
-                      cite="nvidia2025moemodelzoo"),
-)
-
 NOT_REPRESENTABLE = (
-    "Megatron MoE Model Zoo, Qwen3-235B-A22B TP 2 PP 8 VPP 4 EP 32 DP 16 with 1F1B A2A overlap (17.6 s): the "
-    "all-to-all hidden behind another micro-batch's compute has no Layout field (the row without it is kept)",
-    "Megatron MoE Model Zoo, Qwen3-235B-A22B A2A TP 2 PP 32 VPP 3 EP 8 DP 4 (24.2 s): 96 model chunks for 94 "
-    "layers (the embedding and the loss take a chunk each under interleaving), which stage placement lacks",
     "Megatron MoE Model Zoo, Qwen3-Next-80B-A3B (2.2 s): hybrid linear attention, no Model for it",
     "Megatron-Bridge DGX-H100, GPT OSS 120B: GA 2 disagrees with GBS 512 / (DP 16 x MBS 4) = 8, and attention "
     "sinks / sliding windows have no Model field",

@@ -40,6 +40,7 @@ SETTINGS = {
     # 9-25% of their throughput dropless against forced balance (best_practice/Qwen3/readme.md)
     "moe_imbalance": (1.0, 1.25, 1.5),
     "ep_dispatch": ("alltoall", "deepep"),
+    "ep_overlap": (False, True),
     "grad_reduce": ("bf16", "fp32"),
     "zero_stage": (0, 1, 2, 3),
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)

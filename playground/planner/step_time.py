@@ -33,7 +33,11 @@
 * **expert-parallel** all-to-alls: dispatch and combine per MoE layer (forward, backward, and the
   recomputed forward), the NVLink and network shares of an EP group moving at once; the busiest
   rank's tokens (``moe_imbalance`` x the mean: dropless routing) set the pace of it and of the
-  expert GEMMs.
+  expert GEMMs.  With ``ep_overlap`` (Megatron-Core's ``--overlap-moe-expert-parallel-comm``, the
+  Model Zoo's "1F1B A2A overlap"; DeepSeek-V3's DualPipe) the forward of one micro-batch runs beside
+  the backward of another, so each layer's all-to-alls hide behind that pair's compute: only what
+  outlasts it, and the SMs the dispatcher holds, are exposed (warm-up and cool-down, unpaired, are
+  not told apart).
 * **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP
   (routed experts over DP x CP / EP), of which at most the last micro-batch's backward can hide it
   when overlap is on.  The distributed optimizer (ZeRO-1/2, Megatron's ``--use-distributed-optimizer``)
@@ -127,6 +131,8 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
     # the forward's 2: flash-attention's own benchmarks count backward as 2.5 forwards)
     backward = fwd["gemm_backward"] + 2 * fwd["elementwise"] \
         + (2.5 if layout.flash_attention else 2.0) * fwd["attention"]
+    if ep and layout.ep_overlap:   # paired with another micro-batch's pass: its compute hides them
+        ep = overlapped(ep, f + backward + recompute, gpu, eff)
     return {"forward": f, "backward": backward, "compute": f + backward, "recompute": recompute, "tp": tp,
             "cp": cp, "ep": ep,
             "parts": fwd}

@@ -255,3 +255,30 @@ def test_the_cross_entropy_streams_its_fp32_logits_through_hbm():
     expected = logits * EFFICIENCY.loss_bytes / (EFFICIENCY.hbm * H100.gpu.hbm_bytes_per_s)
     assert with_loss["compute_parts"]["logits"] - without["compute_parts"]["logits"] == pytest.approx(expected)
     assert EFFICIENCY.spread["loss_bytes"][0] < EFFICIENCY.loss_bytes < EFFICIENCY.spread["loss_bytes"][1]
+
+
+def test_ep_overlap_hides_the_all_to_alls_behind_another_micro_batchs_compute():
+    from playground.planner.costs import overlapped
+    from playground.planner.published_stacks import MOE_MODEL_ZOO
+    from playground.planner.step_time import _layer_costs
+    row = MOE_MODEL_ZOO[2]                                  # DeepEP over four nodes
+    alone, paired = (_layer_costs(row.model, row.cluster, replace(row.layout, ep_overlap=o), EFFICIENCY, moe=True)
+                     for o in (False, True))
+    work = alone["forward"] + alone["backward"] + alone["recompute"]
+    assert paired["ep"] == pytest.approx(overlapped(alone["ep"], work, row.cluster.gpu, EFFICIENCY))
+    assert 0 < paired["ep"] < alone["ep"]                   # the SMs DeepEP holds still cost something
+    slow, fast = (predict(row.model, row.cluster, replace(row.layout, ep_overlap=o)) for o in (False, True))
+    assert fast["step_time_s"] < slow["step_time_s"] and "EP all-to-all overlap" in replace(
+        row.layout, ep_overlap=True).describe()
+    with pytest.raises(PlanError, match="EP all-to-all overlap needs expert parallelism"):
+        predict(LLAMA, H100, replace(FSDP8, ep_overlap=True))
+
+
+def test_the_embedding_and_the_loss_may_each_take_a_pipeline_chunk():
+    from playground.planner.layout import stage_layers
+    from playground.planner.published_zoo import MOE_MODEL_ZOO
+    row = MOE_MODEL_ZOO[-1]                                 # 94 layers in PP 32 x VPP 3 = 96 chunks
+    assert row.layout.pp * row.layout.vpp == row.model.layers + 2
+    assert stage_layers(row.model, row.layout) == (2,) + (3,) * 30 + (2,)
+    with pytest.raises(PlanError, match="PP x VPP = 128 chunks is more than the 94 layers"):
+        predict(row.model, row.cluster, replace(row.layout, vpp=4))

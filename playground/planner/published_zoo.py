@@ -1,0 +1,75 @@
+"""The Megatron MoE Model Zoo's Qwen3-235B-A22B runs on 256 H100s, each with the layout its table states.
+
+Its ``best_practice/Qwen3/readme.md`` gives, per run, the dispatcher (DeepEP or Megatron's all-to-all),
+TP, EP, PP, VPP, expert TP, DP, FSDP, micro- and global batch, the recompute modules and the step
+time.  Two rows are one layout with and without "1F1B A2A overlap" (the all-to-alls of one
+micro-batch behind another's compute: ``ep_overlap``); one cuts 94 layers into 96 chunks (PP 32 x VPP
+3, the embedding and the loss a chunk each).  ``qwen3_moe`` builds the shape, which Megatron-Bridge's
+Qwen3-30B-A3B row shares.
+"""
+
+from __future__ import annotations
+
+from playground.planner.costs import Layout, Model
+from playground.planner.published_row import PublishedStackRun
+
+__all__ = ["MOE_MODEL_ZOO", "qwen3_moe"]
+
+
+def qwen3_moe(layers, hidden, heads, kv, ffn, experts, top_k, moe_ffn, seq_len, name) -> Model:
+    return Model(layers, hidden, heads, vocab=151936, seq_len=seq_len, ffn=ffn, kv_heads=kv, head_dim=128,
+                 gated_mlp=True, tied_embeddings=False, position_embeddings=False, norm="rmsnorm", qkv_bias=False,
+                 proj_bias=False, qk_norm=True, experts=experts, top_k=top_k, moe_ffn=moe_ffn, name=name)
+
+
+_ZOO = ("https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60febddc38e7f741a16f08bd1/"
+        "best_practice/Qwen3/readme.md (256 H100, NVLink 4, InfiniBand 8 x 50 GB/s); shape "
+        "model_configs/benchmarking/Qwen3-235B-A22B.yaml")
+_QWEN3_235B = qwen3_moe(94, 4096, 64, 4, 12288, 128, 8, 1536, 4096, "qwen3-235b-a22b")
+_ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); DeepEP rows: ep_dispatch "
+             "deepep; BF16, distributed optimizer with overlapped grad reduce and param gather, gradients reduced "
+             "in bf16 (no --accumulate-allreduce-grads-in-fp32: Megatron-LM's default), sequence parallelism, "
+             "flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1 (expert_tp=1: experts "
+             "whole on each GPU, EP x EDP spanning TP x DP); the embedding and the loss count as layers in the "
+             "pipeline split")
+_NORM_ACT = ("; recompute 'norm, act' (--recompute-modules layernorm moe_act: only those element-wise ops again, "
+             "no Layout value: none taken, their recomputation left out)")
+MOE_MODEL_ZOO = (
+    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(2, 1, 128, ep=8, expert_tp=1, micro_batch=4, global_batch=2048,
+                                                zero_stage=3, recompute="full", ep_dispatch="deepep", grad_reduce="bf16"),
+                      ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
+                      note=_ZOO_NOTE + "; DeepEP dispatcher; FSDP On (Megatron-FSDP), EDP 32, 'disable log para norm'",
+                      cite="nvidia2025moemodelzoo"),
+    PublishedStackRun("Qwen3-235B-A22B, TP 4 EP 8 PP 8 VPP 4, no recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(4, 8, 8, ep=8, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4,
+                                                ep_dispatch="deepep", grad_reduce="bf16"),
+                      ("recompute", "moe_imbalance"), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
+                      note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 4; the recompute cell is empty (none taken)",
+                      cite="nvidia2025moemodelzoo"),
+    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP", "Megatron MoE Model Zoo", _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
+                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16"),
+                      ("moe_imbalance",), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
+                      note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
+                      + "; the same layout with 1F1B A2A overlap ran 17.6 s (not modelled: no row)",
+                      cite="nvidia2025moemodelzoo"),
+    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP, 1F1B A2A overlap",
+                      "Megatron MoE Model Zoo", _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
+                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16", ep_overlap=True),
+                      ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
+                      note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
+                      + "; '+1f1b overlap': the row above with the all-to-alls behind another micro-batch's "
+                      "compute (ep_overlap)", cite="nvidia2025moemodelzoo"),
+    PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 PP 32 VPP 3, all-to-all dispatcher", "Megatron MoE Model Zoo",
+                      _ZOO, "H100",
+                      _QWEN3_235B, Layout.today(2, 32, 4, ep=8, expert_tp=1, micro_batch=1, global_batch=2048,
+                                                vpp=3, grad_reduce="bf16"),
+                      ("moe_imbalance",), step_time_s=24.2, tflops_per_gpu=200, flop_count="model",
+                      note=_ZOO_NOTE + "; Megatron's all-to-all dispatcher (A2A); EDP 1; 96 chunks for 94 layers, "
+                      "the embedding and the loss a chunk each" + _NORM_ACT,
+                      memory_misfit="the memory model keeps every activation of the 32 stages' in-flight micro-"
+                      "batches; the recomputed norms and activations ('norm, act'), not modelled, are what it saves",
+                      cite="nvidia2025moemodelzoo"),
+)
