@@ -38,7 +38,7 @@ PLANNER_FLOORS = (
     {"memory", "measure"},
     {"costs"},
     {"published_row"},
-    {"published_foundry"},
+    {"published_foundry", "published_zoo"},
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range"},
     {"capacity"},

@@ -19,6 +19,9 @@ Parameter count (``param_count``; ``active_param_count`` for what one token pass
   that with Gemma 2's sandwich norms, after attention and the MLP as well as before).
 * V h for the input embedding and again for an untied output layer; s h for learned positions;
   n_f the final norm.  The active count takes k of the E experts (``top_k``).
+
+Sliding-window attention (``sliding_window``, in ``local_layers`` of the layers) changes no parameter:
+only what a local layer's attention computes (``attended_keys``: the window, not the sequence).
 """
 
 from __future__ import annotations
@@ -61,6 +64,8 @@ class Model:
     kv_lora_rank: int | None = None  # MLA: rank of the key/value compression; None = not MLA
     qk_rope_dim: int = 0            # MLA: rotary part of each query/key head
     v_head_dim: int | None = None   # MLA: per-head size of values; head_size when None
+    sliding_window: int | None = None  # keys a query of a local-attention layer sees (Mistral, Gemma 2/3, gpt-oss)
+    local_layers: int = 0           # how many of the layers attend only over that window; the rest, whole
     name: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -76,6 +81,11 @@ class Model:
                                 f"with {self.experts} experts")
             if not 0 <= self.dense_layers < self.layers:
                 raise PlanError(f"dense_layers must be in [0, {self.layers}), got {self.dense_layers}")
+        if not 0 <= self.local_layers <= self.layers:
+            raise PlanError(f"local_layers must be in [0, {self.layers}], got {self.local_layers}")
+        if self.local_layers and (isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int)
+                                  or self.sliding_window < 1):
+            raise PlanError(f"sliding-window layers need a window of >= 1 tokens, got {self.sliding_window!r}")
 
     # ------------------------------------------------------------------ shape
     @property
@@ -94,6 +104,10 @@ class Model:
     @property
     def value_head_size(self) -> int:
         return self.v_head_dim or self.head_size
+
+    def attended_keys(self, local: bool = False) -> int:
+        """Keys one query's attention spans: the whole sequence, or a local layer's window."""
+        return min(self.seq_len, self.sliding_window) if local and self.local_layers else self.seq_len
 
     @property
     def is_moe(self) -> bool:
@@ -202,5 +216,6 @@ class Model:
             mlp = (f"{self.experts} experts (top {self.top_k}) of {self.expert_width}"
                    + (f" + shared {self.shared_width}" if self.shared_width else "")
                    + (f", {self.dense_layers} dense first layers ({mlp})" if self.dense_layers else ""))
-        return (f"{self.layers} layers, hidden {self.hidden}, {att}, {mlp}, vocab {self.vocab}"
+        window = f", a {self.sliding_window:,}-token window in {self.local_layers} of them" if self.local_layers else ""
+        return (f"{self.layers} layers{window}, hidden {self.hidden}, {att}, {mlp}, vocab {self.vocab}"
                 + (", tied embeddings" if self.tied_embeddings else ""))

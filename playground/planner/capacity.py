@@ -98,6 +98,11 @@ def _resolve_model(model, params, active_params, seq_len, arch) -> tuple[Model, 
     return (replace(model, **changes) if changes else model), shape_source + (" + flags" if changes else "")
 
 
+def _counted(m: Model) -> str:
+    """How FLOPs counted from the shape were counted: sliding-window layers over their window."""
+    return "counted, windowed" if m.local_layers and m.attended_keys(True) < m.seq_len else "counted"
+
+
 def plan(params=None, active_params=None, tokens=None, compute=None, model: Model | str | None = None,
          layers=None, hidden=None, heads=None, vocab=None, seq_len=None, global_batch=None,
          global_batch_tokens=None, gpu="H100", gpus=None, mfu=None, achieved_tflops=None,
@@ -204,7 +209,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         model_flops = steps * prediction["model_flops_per_step"]
         total_flops = steps * prediction["flops_per_step"]
         speed = "predicted for this layout by the step-time model"
-        flops_method = "counted"
+        flops_method = _counted(m)
     else:
         if shape_source == "inferred" or active_params is not None:
             model_flops = 6 * N_active * tokens
@@ -214,7 +219,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
             unit = replace(layout, global_batch=1)
             model_flops = flops_per_step(m, unit, "none") / m.seq_len * tokens
             total_flops = flops_per_step(m, unit) / m.seq_len * tokens
-            flops_method = "counted"
+            flops_method = _counted(m)
         if achieved_tflops is not None:
             gpu_seconds = total_flops / (achieved_tflops * 1e12)
             speed = "achieved TFLOP/s given (counts executed FLOPs, recomputation included)"

@@ -71,6 +71,8 @@ def _model_source(opts) -> str | None:
 
 
 _FLOPS_METHOD = {"counted": "counted from the architecture, attention over the whole sequence as Megatron counts it",
+                 "counted, windowed": "counted from the architecture, attention over the whole sequence as Megatron "
+                                      "counts it, a sliding-window layer's over its window",
                  "6ND": "6 N D: only a parameter count is known", "8ND": "8 N D: 6 N D and the recomputed forward"}
 
 

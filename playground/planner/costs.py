@@ -25,7 +25,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "c
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
-           "dispatch_time", "memory_per_gpu", "peak_flops"]
+           "dispatch_time", "memory_per_gpu", "peak_flops", "causal_executed"]
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -63,12 +63,21 @@ def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY) -> f
     return rate
 
 
-def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False) -> dict:
+def causal_executed(seq_len: int, keys: int, block: int = 128) -> float:
+    """Share of the s x keys scores a causal fused kernel executes: each query sees at most
+    ``keys`` earlier tokens (on average keys (1 - keys / 2s)), and the ``block`` x ``block`` tiles
+    on the band's edge run whole.  The whole sequence (keys = s): a half, plus the diagonal."""
+    return min(1.0, 1 - keys / (2 * seq_len) + block / 2 / keys)
+
+
+def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False, local: bool = False) -> dict:
     """Seconds of one layer's forward for one micro-batch on one GPU: GEMMs (FP8 when the layout
-    says so; the attention core stays bf16), the attention core alone, and the element-wise kernels."""
+    says so; the attention core stays bf16), the attention core alone, and the element-wise kernels.
+    ``local``: a sliding-window layer, its attention over the window only."""
     b, s, h, t, a = layout.micro_batch, model.seq_len, model.hidden, layout.tp, model.heads
     T = b * s / layout.cp
-    gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree)
+    keys = model.attended_keys(local)
+    gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree, local)
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     # the busiest EP rank sets the pace of the routed experts: moe_imbalance x the mean's tokens
     pace = lambda name: layout.moe_imbalance if name.startswith("experts") else 1  # noqa: E731
@@ -80,14 +89,14 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
                         for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
-        executed = (1 + 128 / s) / 2  # 128 x 128 blocks: the diagonal ones run whole
+        executed = causal_executed(s, keys)  # 128 x 128 blocks: the diagonal ones run whole
         attn_t = executed * sum(2 * c * M * N * K for _, c, M, N, K in core) \
             / (attention_efficiency(gpu, layout, eff) * gpu.peak_bf16_flops) + eff.kernel_s
         scores_bytes = 4 * T * h / t * BYTES
     else:
         attn_t = sum(gemm_time(*g[1:], gpu, eff) for g in core)
         # softmax read+write (4), dropout read+write+mask (5) per score
-        scores_bytes = (9 if layout.dropout else 4) * a * T * s / t
+        scores_bytes = (9 if layout.dropout else 4) * a * T * keys / t
     # 2 norms (4 T h each) and 2 residual adds (3 T h each; 7 with bias-dropout-add)
     replicated = (22 if layout.dropout else 14) * T * h
     if layout.sequence_parallel:
@@ -138,10 +147,16 @@ def eager_extra_bytes(model: Model, tokens: float, split: int = 1) -> float:
 
 
 def _layer_flops(model: Model, moe: bool) -> tuple[float, float]:
-    """(forward FLOPs of one layer for one sequence, of which the attention core)."""
-    gemms = layer_gemms(model, 1, 1, moe=moe)
-    total = sum(2 * c * M * N * K for _, c, M, N, K in gemms)
-    return total, sum(2 * c * M * N * K for n, c, M, N, K in gemms if n in ATTENTION_CORE)
+    """(forward FLOPs of one layer for one sequence, of which the attention core), averaged over
+    the sliding-window layers and the others."""
+    local = model.local_layers / model.layers
+    out = [0.0, 0.0]
+    for is_local, share in ((False, 1 - local), (True, local)):
+        if share:
+            gemms = layer_gemms(model, 1, 1, moe=moe, local=is_local)
+            out[0] += share * sum(2 * c * M * N * K for _, c, M, N, K in gemms)
+            out[1] += share * sum(2 * c * M * N * K for n, c, M, N, K in gemms if n in ATTENTION_CORE)
+    return out[0], out[1]
 
 
 def flops_per_step(model: Model, layout: Layout, recompute: str | None = None) -> float:

@@ -16,11 +16,11 @@ ATTENTION_CORE = ("scores", "context")
 
 
 def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
-                moe: bool = False, etp: int | None = None) -> list[tuple[str, float, float, int, int]]:
+                moe: bool = False, etp: int | None = None, local: bool = False) -> list[tuple[str, float, float, int, int]]:
     """The forward GEMMs of one layer on one GPU: (name, batch count, M, N, K).
 
     Attention scores are counted over the whole sequence (causal masking not subtracted, as
-    Megatron's FLOP count does).  An MoE layer's E / EP local experts each see the T k EP / E
+    Megatron's FLOP count does), or over the window of a sliding-window layer (``local``).  An MoE layer's E / EP local experts each see the T k EP / E
     tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token), each
     expert split over ``etp`` ranks (expert tensor parallelism; default: TP's degree)."""
     b, s, h, t = micro_batch, model.seq_len, model.hidden, tp
@@ -34,7 +34,8 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
                          ("kv_up", 1, T, a * (d - model.qk_rope_dim + dv) // t, model.kv_lora_rank)]
     else:
         attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
-    attention += [("scores", b * a // t, s / cp, s, d), ("context", b * a // t, s / cp, dv, s),
+    keys = model.attended_keys(local)
+    attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]
     if not moe:
         return attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),

@@ -22,12 +22,11 @@ Which keys are read, by ``model_type``:
 * gemma / gemma2 / gemma3_text: the Llama keys, but the MLP is always gated (GeGLU: ``hidden_act`` or
   ``hidden_activation`` names its GELU), the embedding tied unless ``tie_word_embeddings`` says false,
   and Gemma 2 and 3 put a norm after attention and after the MLP too (``sandwich_norm``); Gemma 3 adds
-  Q/K norms.  Their sliding-window layers are counted as global attention (the FLOPs of a window
-  shorter than the sequence are over-counted; the parameters are the same).
+  Q/K norms; Gemma 2 and 3 alternate sliding-window and global layers.
 * gpt_oss: every layer an MoE of ``num_local_experts`` experts of width ``intermediate_size``,
   ``num_experts_per_tok`` (or ``experts_per_token``) per token; ``attention_bias`` puts biases on Q, K,
-  V, the output projection and the experts; the router has a bias.  Its attention sinks (a scalar
-  per head) and the sliding window of alternate layers are left out.
+  V, the output projection and the experts; the router has a bias; ``layer_types`` says which layers
+  attend over the 128-token window.  Its attention sinks (a scalar per head) are left out.
 * llama4_text: ``num_local_experts`` routed experts of width ``intermediate_size`` and one shared
   expert of the same width in the layers ``moe_layers`` lists (default: every
   ``interleave_moe_layer_step``-th), dense layers of width ``intermediate_size_mlp`` between them;
@@ -41,6 +40,8 @@ Which keys are read, by ``model_type``:
   (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_intermediate_size``) is refused:
   read as a dense Llama it would be counted without its experts.
 * A multimodal wrapper's ``text_config`` is read in place of the outer dict.
+* Sliding-window attention: ``sliding_window`` and which layers use it, from ``layer_types`` or the
+  family's rule (``_sliding_window``); those layers' attention is counted over the window.
 
 ``max_position_embeddings`` is NOT the training sequence length: it is how far the position scheme
 reaches at inference, usually after a long-context stage (Llama 3.1: 131,072 for an 8,192 pre-training
@@ -160,6 +161,7 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
                      dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True)
+    shape.update(_sliding_window(keys, kind, layers))
     if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
@@ -221,6 +223,32 @@ def _gated(keys) -> bool:
     if act in PLAIN_ACTS:
         return False
     raise PlanError(f"{keys.source}: hidden_act {act!r} is not one the planner knows ({', '.join(GATED_ACTS + PLAIN_ACTS)})")
+
+
+def _sliding_window(keys, kind: str, layers: int) -> dict:
+    """Which layers attend over a window only: ``layer_types`` when it lists them (gpt-oss, newer
+    configs), else the family's rule: Gemma 2 every other layer, Gemma 3 all but every
+    ``sliding_window_pattern``-th, Qwen2/3 (with ``use_sliding_window``) from ``max_window_layers`` on,
+    Mistral and Mixtral every layer.  No ``sliding_window``: none."""
+    types = keys.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers:
+            raise PlanError(f"{keys.source}: 'layer_types' must list one type for each of the {layers} layers")
+        local = sum(1 for x in types if x == "sliding_attention")
+    elif keys.get("sliding_window") is None:
+        local = 0
+    elif kind == "gemma2":
+        local = (layers + 1) // 2                      # layers 0, 2, 4, ...
+    elif kind == "gemma3_text":
+        local = layers - layers // keys.int("sliding_window_pattern", 6)
+    elif kind in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
+        local = max(0, layers - keys.int("max_window_layers", layers, least=0)) \
+            if keys.bool("use_sliding_window", False) else 0
+    elif kind in ("mistral", "mixtral"):
+        local = layers
+    else:
+        local = 0
+    return dict(sliding_window=keys.int("sliding_window"), local_layers=local) if local else {}
 
 
 def _gelu(keys) -> None:

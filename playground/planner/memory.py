@@ -138,7 +138,9 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row
     if layout.recompute == "selective":
         return saved                                                       # scores recomputed
-    return saved + (5 if layout.dropout else 2) * model.heads * tokens * model.seq_len / t
+    local = model.local_layers / model.layers   # a sliding-window layer keeps only its window's scores
+    keys = (1 - local) * model.seq_len + local * model.attended_keys(True)
+    return saved + (5 if layout.dropout else 2) * model.heads * tokens * keys / t
 
 
 def _gib(x: float) -> float:

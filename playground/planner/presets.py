@@ -42,7 +42,7 @@ PRESETS: dict[str, tuple[Model, str]] = {
         _llama("llama3-405b", 126, 16384, 128, 128256, 8192, 53248, 8),
         "Dubey et al. 2024, The Llama 3 Herd of Models, Table 3; pre-trained at 8,192 tokens (sec. 3.4)"),
     "mistral-7b": (
-        _llama("mistral-7b", 32, 4096, 32, 32000, 8192, 14336, 8),
+        _llama("mistral-7b", 32, 4096, 32, 32000, 8192, 14336, 8, sliding_window=4096, local_layers=32),
         "Jiang et al. 2023, Mistral 7B, Table 1 (context_len 8192, sliding window 4096); "
         "config.json of mistralai/Mistral-7B-v0.1"),
     "qwen3-8b": (

@@ -84,15 +84,34 @@ __all__ = ["predict", "power_clock"]
 
 
 def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
-    """Seconds one layer costs one micro-batch on one GPU, forward + backward (+ recompute), by part."""
+    """Seconds one layer costs one micro-batch on one GPU, forward + backward (+ recompute), by part:
+    with sliding-window layers, the average over them and the whole-sequence ones (they interleave,
+    so every stage holds them in about the model's proportion)."""
+    local = model.local_layers / model.layers
+    if not local:
+        return _one_layer_costs(model, cluster, layout, eff, moe, False)
+    if local == 1:
+        return _one_layer_costs(model, cluster, layout, eff, moe, True)
+    return _mix(_one_layer_costs(model, cluster, layout, eff, moe, False),
+                _one_layer_costs(model, cluster, layout, eff, moe, True), local)
+
+
+def _mix(whole: dict, windowed: dict, share: float) -> dict:
+    return {k: _mix(v, windowed[k], share) if isinstance(v, dict) else (1 - share) * v + share * windowed[k]
+            for k, v in whole.items()}
+
+
+def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool,
+                     local: bool) -> dict:
     gpu, t, c = cluster.gpu, layout.tp, layout.cp
     T = layout.micro_batch * model.seq_len / c
-    fwd = layer_forward(model, layout, gpu, eff, moe)
+    fwd = layer_forward(model, layout, gpu, eff, moe, local)
     f = fwd["gemm"] + fwd["elementwise"]
     rc = 1.0 if layout.recompute == "full" else 0.0
     if layout.recompute == "selective":   # Megatron's: the attention core again (the fused kernel's forward)
         recompute = fwd["attention"] if layout.flash_attention else \
-            sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe)
+            sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe,
+                                                                 local=local)
                 if g[0] in ("scores", "context"))
     elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
         recompute = fwd["elementwise"] + sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in
@@ -116,8 +135,10 @@ def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency
         kv = model.heads if model.is_mla else model.kv_head_count
         block = T * kv * (model.head_size + model.value_head_size) * BYTES / t
         one = eff.latency_s + block / (eff.link * cp_bw)
-        step = fwd["attention"] / c
-        cp = (c - 1) * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
+        # a sliding-window layer needs only the blocks its window reaches back to
+        passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
+        step = fwd["attention"] / (passes + 1)
+        cp = passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
     ep = 0.0
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
         tokens = T / (t if layout.sequence_parallel else 1)

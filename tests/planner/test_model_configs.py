@@ -233,3 +233,18 @@ def test_a_renamed_config_file_is_named_after_itself(tmp_path):
     llama.pop("_name_or_path", None)
     (tmp_path / "my-llama.json").write_text(json.dumps(llama))
     assert read_hf_config(tmp_path / "my-llama.json").name == "my-llama"
+
+
+def test_sliding_window_layers_are_read_from_layer_types_or_the_familys_rule():
+    assert (family("gemma-2-9b").local_layers, family("gemma-2-9b").sliding_window) == (21, 4096)   # every other
+    assert (family("gpt-oss-120b").local_layers, family("gpt-oss-120b").sliding_window) == (18, 128)  # layer_types
+    mistral = read_hf_config(CONFIGS / "mistral-7b")
+    assert mistral.local_layers == mistral.layers and mistral.sliding_window == 4096   # every layer
+    qwen = json.loads((CONFIGS / "qwen1.5-moe-a2.7b" / "config.json").read_text())
+    assert model_from_hf_dict(qwen).local_layers == 0                                  # use_sliding_window false
+    assert model_from_hf_dict({**qwen, "use_sliding_window": True}).local_layers == 24 - 21  # from layer 21 on
+    gemma3 = json.loads((FAMILIES / "gemma-2-9b.json").read_text()) | {"model_type": "gemma3_text",
+                                                                       "num_hidden_layers": 48}
+    assert model_from_hf_dict(gemma3).local_layers == 40                               # 5 local to 1 global
+    with pytest.raises(PlanError, match="'layer_types' must list one type for each of the 36 layers"):
+        model_from_hf_dict(json.loads((FAMILIES / "gpt-oss-120b.json").read_text()) | {"layer_types": ["full"]})

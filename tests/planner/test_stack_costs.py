@@ -282,3 +282,23 @@ def test_the_embedding_and_the_loss_may_each_take_a_pipeline_chunk():
     assert stage_layers(row.model, row.layout) == (2,) + (3,) * 30 + (2,)
     with pytest.raises(PlanError, match="PP x VPP = 128 chunks is more than the 94 layers"):
         predict(row.model, row.cluster, replace(row.layout, vpp=4))
+
+
+def test_a_sliding_window_layer_computes_its_attention_over_the_window_only():
+    from playground.planner.costs import causal_executed, flops_per_step, layer_forward, layer_gemms
+    long = replace(LLAMA, seq_len=8192)
+    half = replace(long, sliding_window=4096, local_layers=LLAMA.layers // 2)
+    core = lambda m, local: sum(2 * c * M * N * K for n, c, M, N, K in layer_gemms(m, 1, 1, local=local)  # noqa: E731
+                                if n in ("scores", "context"))
+    assert core(half, True) == core(half, False) / 2 == core(long, False) / 2   # s x w keys, not s x s
+    lay = Layout.today(1, 1, 8, micro_batch=1, global_batch=8, zero_stage=3)
+    full, windowed = (flops_per_step(m, lay, "none") for m in (long, half))
+    assert full - windowed == pytest.approx(lay.global_batch * 3 * LLAMA.layers / 2 * core(long, False) / 2)
+    assert causal_executed(8192, 8192) == pytest.approx((1 + 128 / 8192) / 2)   # the whole causal half
+    assert causal_executed(8192, 4096) == pytest.approx(1 - 0.25 + 64 / 4096)   # the band of a window
+    gpu = hardware.gpu("H100")
+    assert layer_forward(half, lay, gpu, EFFICIENCY, local=True)["attention"] < \
+        layer_forward(half, lay, gpu, EFFICIENCY)["attention"]
+    assert predict(half, H100, lay)["step_time_s"] < predict(long, H100, lay)["step_time_s"]
+    wide = replace(long, sliding_window=8192, local_layers=LLAMA.layers)     # a window as long as the sequence
+    assert predict(wide, H100, lay)["step_time_s"] == pytest.approx(predict(long, H100, lay)["step_time_s"])
