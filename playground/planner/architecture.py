@@ -60,6 +60,8 @@ class Model:
     shared_expert_gate: bool = False  # Qwen-MoE: a sigmoid gate (h -> 1) on the shared expert
     router_bias: bool = False       # DeepSeek-V3: a per-expert bias used for load balancing
     dense_layers: int = 0           # of an MoE model, the first layers with a dense MLP (DeepSeek-V3: 3)
+    expert_groups: int = 1          # group-limited routing: the experts in this many equal groups ...
+    groups_per_token: int = 1       # ... of which a token's experts come from at most this many (DeepSeek-V3: 8, 4)
     q_lora_rank: int | None = None  # MLA: rank of the query compression (None: queries not compressed)
     kv_lora_rank: int | None = None  # MLA: rank of the key/value compression; None = not MLA
     qk_rope_dim: int = 0            # MLA: rotary part of each query/key head
@@ -81,6 +83,10 @@ class Model:
                                 f"with {self.experts} experts")
             if not 0 <= self.dense_layers < self.layers:
                 raise PlanError(f"dense_layers must be in [0, {self.layers}), got {self.dense_layers}")
+            if self.experts % self.expert_groups or not 1 <= self.groups_per_token <= self.expert_groups:
+                raise PlanError(f"group-limited routing needs expert groups dividing the {self.experts} experts "
+                                f"and 1 <= groups per token <= groups, got {self.groups_per_token} of "
+                                f"{self.expert_groups}")
         if not 0 <= self.local_layers <= self.layers:
             raise PlanError(f"local_layers must be in [0, {self.layers}], got {self.local_layers}")
         if self.local_layers and (isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int)

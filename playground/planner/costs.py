@@ -217,6 +217,17 @@ def _hit(groups: int, experts: int, k: int) -> float:
     return groups * (1 - miss)
 
 
+def _reached(model: Model, parts: int) -> float:
+    """Expected number of the EP group's ``parts`` equal parts (its nodes, or its GPUs) a token's
+    experts fall in.  Group-limited routing (DeepSeek-V2/V3's ``n_group`` / ``topk_group``) draws a
+    token's experts from ``groups_per_token`` of ``expert_groups`` groups; when the groups lie whole
+    on the parts (V3: one group a node), the token reaches only the parts of its groups."""
+    E, k, g, chosen = model.experts, model.top_k, model.expert_groups, model.groups_per_token
+    if chosen < g and parts % g == 0:
+        return _hit(chosen * (parts // g), E * chosen // g, k)
+    return _hit(parts, E, k)
+
+
 def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float, eff: Efficiency = EFFICIENCY,
                   element_bytes: float = BYTES) -> float:
     """One dispatch (or combine) of ``tokens`` tokens to their k experts over the EP group.
@@ -224,14 +235,14 @@ def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float,
     Megatron-Core's all-to-all dispatcher (``ep_dispatch="alltoall"``) sends a copy per (token,
     expert) pair.  DeepEP (``"deepep"``, DeepSeek-V3 Sec. 3.2.2) sends a token once to each node
     that holds one of its experts, over the network, and forwards it over NVLink to each GPU there
-    that does: the network carries the remote nodes a token hits, NVLink the GPUs it hits.  Both
-    links move at once (``alltoall_time``)."""
+    that does: the network carries the remote nodes a token hits, NVLink the GPUs it hits (fewer
+    under group-limited routing: ``_reached``).  Both links move at once (``alltoall_time``)."""
     n, k, E = layout.ep, model.top_k, model.experts
     _, inside = expert_parallel_link(layout, cluster)
     if layout.ep_dispatch == "deepep":
         nodes = max(1, n // inside)
-        over_network = _hit(nodes, E, k) * (nodes - 1) / nodes
-        over_nvlink = _hit(n, E, k) * (n - 1) / n
+        over_network = _reached(model, nodes) * (nodes - 1) / nodes
+        over_nvlink = _reached(model, n) * (n - 1) / n
     else:
         over_network, over_nvlink = k * (n - inside) / n, k * (inside - 1) / n
     per_copy = tokens * model.hidden * element_bytes * layout.moe_imbalance

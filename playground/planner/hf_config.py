@@ -17,7 +17,8 @@ Which keys are read, by ``model_type``:
 * deepseek_v2 / deepseek_v3: ``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
   ``first_k_dense_replace``, ``moe_layer_freq`` (must be 1), and MLA's ``q_lora_rank`` (null: queries
   not compressed), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
-  ``topk_method: noaux_tc`` (V3) means a per-expert routing bias.  The multi-token-prediction module
+  ``topk_method: noaux_tc`` (V3) means a per-expert routing bias; ``n_group`` / ``topk_group``
+  limit the groups of experts a token is routed to (V3: 4 of 8, one group a node).  The multi-token-prediction module
   (``num_nextn_predict_layers``) is not part of ``Model`` and is not counted.
 * gemma / gemma2 / gemma3_text: the Llama keys, but the MLP is always gated (GeGLU: ``hidden_act`` or
   ``hidden_activation`` names its GELU), the embedding tied unless ``tie_word_embeddings`` says false,
@@ -160,7 +161,8 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
     elif kind == "glm4_moe":
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
-                     dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True)
+                     dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True,
+                     **_groups(keys))
     shape.update(_sliding_window(keys, kind, layers))
     if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
@@ -190,6 +192,7 @@ def _deepseek(keys, kind: str, layers: int) -> dict:
         raise PlanError(f"{keys.source}: moe_layer_freq {keys.get('moe_layer_freq')} is not supported "
                         "(the planner counts every layer after first_k_dense_replace as MoE)")
     return dict(mla, experts=experts, top_k=keys.int("num_experts_per_tok"), moe_ffn=keys.int("moe_intermediate_size"),
+                **_groups(keys),
                 shared_experts=keys.int("n_shared_experts", 0, least=0),
                 dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers),
                 router_bias=kind == "deepseek_v3" and keys.get("topk_method") == "noaux_tc")
@@ -207,6 +210,13 @@ def _llama4(keys, layers: int, expert_width: int) -> dict:
     return dict(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"), moe_ffn=expert_width,
                 shared_experts=1, dense_layers=dense,
                 ffn=keys.int("intermediate_size_mlp") if dense else expert_width)
+
+
+def _groups(keys) -> dict:
+    """Group-limited routing: ``n_group`` groups of experts, a token's from ``topk_group`` of them
+    (DeepSeek-V3: 8 and 4, a group a node; V2: 8 and 3; 1 and 1: no limit)."""
+    groups, chosen = keys.int("n_group", 1), keys.int("topk_group", 1)
+    return dict(expert_groups=groups, groups_per_token=chosen) if chosen < groups else {}
 
 
 def _gpt2(keys, name: str) -> Model:

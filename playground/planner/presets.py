@@ -61,7 +61,7 @@ PRESETS: dict[str, tuple[Model, str]] = {
     "deepseek-v3": (
         _llama("deepseek-v3", 61, 7168, 128, 129280, 4096, 18432, 128, experts=256, top_k=8, moe_ffn=2048,
                shared_experts=1, router_bias=True, dense_layers=3, q_lora_rank=1536, kv_lora_rank=512,
-               qk_rope_dim=64, head_dim=192, v_head_dim=128),
+               qk_rope_dim=64, head_dim=192, v_head_dim=128, expert_groups=8, groups_per_token=4),
         "DeepSeek-AI 2024, DeepSeek-V3 Technical Report, sec. 4.2 (pre-trained at 4,096 tokens, then "
         "extended to 32K and 128K with YaRN); config.json of deepseek-ai/DeepSeek-V3"),
 }

@@ -3,7 +3,7 @@
 The step-time model's first validation set (``published_layouts``) is Megatron-LM on A100s.  This
 one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
 HSDP on A100s), Megatron-Bridge's performance summary (H100, FP8), the Megatron MoE Model Zoo
-(``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s), the ZeRO-3 rows of Narayanan
+(``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s; DeepSeek-V3 on H800s), the ZeRO-3 rows of Narayanan
 et al. 2021 Table 2, OPT-175B (FSDP + TP 8) and llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
 on A100s and H100s).  Every row keeps apart:
 
@@ -26,7 +26,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
-from playground.planner.published_zoo import MOE_MODEL_ZOO, qwen3_moe
+from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
 from playground.planner.published_row import PublishedStackRun, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
@@ -263,4 +263,5 @@ OPT_175B = PublishedStackRun(
           "(metaseq's activation checkpointing taken as full); FP16 weights, FP32 Adam sharded"),
     cite="zhang2022opt")
 
-STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + ZERO3_TABLE2 + (OPT_175B,) + LLM_FOUNDRY
+STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
+    + LLM_FOUNDRY

@@ -1,19 +1,21 @@
-"""The Megatron MoE Model Zoo's Qwen3-235B-A22B runs on 256 H100s, each with the layout its table states.
+"""Published MoE runs: the Megatron MoE Model Zoo's Qwen3-235B-A22B on 256 H100s, and DeepSeek-V3 on 2,048 H800s.
 
 Its ``best_practice/Qwen3/readme.md`` gives, per run, the dispatcher (DeepEP or Megatron's all-to-all),
 TP, EP, PP, VPP, expert TP, DP, FSDP, micro- and global batch, the recompute modules and the step
 time.  Two rows are one layout with and without "1F1B A2A overlap" (the all-to-alls of one
 micro-batch behind another's compute: ``ep_overlap``); one cuts 94 layers into 96 chunks (PP 32 x VPP
 3, the embedding and the loss a chunk each).  ``qwen3_moe`` builds the shape, which Megatron-Bridge's
-Qwen3-30B-A3B row shares.
+Qwen3-30B-A3B row shares.  DeepSeek-V3's report states its layout (PP 16 with DualPipe, EP 64, ZeRO-1
+over DP 128, FP8, no TP) and its pre-training's GPU hours, which give its tokens/s per GPU.
 """
 
 from __future__ import annotations
 
 from playground.planner.costs import Layout, Model
+from playground.planner.presets import preset
 from playground.planner.published_row import PublishedStackRun
 
-__all__ = ["MOE_MODEL_ZOO", "qwen3_moe"]
+__all__ = ["MOE_MODEL_ZOO", "DEEPSEEK_V3", "qwen3_moe"]
 
 
 def qwen3_moe(layers, hidden, heads, kv, ffn, experts, top_k, moe_ffn, seq_len, name) -> Model:
@@ -73,3 +75,24 @@ MOE_MODEL_ZOO = (
                       "batches; the recomputed norms and activations ('norm, act'), not modelled, are what it saves",
                       cite="nvidia2025moemodelzoo"),
 )
+
+# ----------------------------------------------------------------------------- DeepSeek-V3
+_DEEPSEEK = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437: Sec. 3.1-3.2 (2,048 H800; PP 16 "
+             "with DualPipe, EP 64 over 8 nodes, ZeRO-1 DP; no TP), Sec. 3.3 (FP8 mixed precision), Sec. 4.2 "
+             "(4,096-token sequences, batch 3,072 -> 15,360 over the first 469B tokens, then 15,360), Table 1 "
+             "(pre-training: 2,664K H800 GPU hours for 14.8T tokens = 1,543 tokens/s per GPU)")
+DEEPSEEK_V3 = PublishedStackRun(
+    "DeepSeek-V3, 2,048 H800, PP 16 (DualPipe) EP 64 DP 128, FP8", "DeepSeek-V3 (HAI-LLM), H800", _DEEPSEEK, "H800",
+    preset("deepseek-v3"),
+    Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, zero_stage=1, dtype="fp8",
+                 ep_dispatch="deepep", ep_overlap=True),
+    ("micro_batch", "grad_reduce"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
+    note=("the whole pre-training's average (batch ramp, the MTP module, any downtime included; the model takes "
+          "batch 15,360 and no MTP); DualPipe taken as 1F1B with the all-to-alls behind the paired micro-batch "
+          "(ep_overlap; its smaller bubble not modelled); DeepEP with node-limited routing (each token to at "
+          "most 4 nodes: the config's n_group 8, topk_group 4); recompute of RMSNorm and the MLA "
+          "up-projections (no Layout value: none taken); micro-batch not stated (1 taken)"),
+    memory_misfit=("the memory model keeps bf16 activations of 16 in-flight micro-batches; DeepSeek caches "
+                   "activations in FP8, recomputes norms and up-projections and keeps the EMA on the CPU, none "
+                   "of which Layout says"),
+    cite="deepseek2024v3")

@@ -302,3 +302,19 @@ def test_a_sliding_window_layer_computes_its_attention_over_the_window_only():
     assert predict(half, H100, lay)["step_time_s"] < predict(long, H100, lay)["step_time_s"]
     wide = replace(long, sliding_window=8192, local_layers=LLAMA.layers)     # a window as long as the sequence
     assert predict(wide, H100, lay)["step_time_s"] == pytest.approx(predict(long, H100, lay)["step_time_s"])
+
+
+def test_group_limited_routing_sends_a_token_to_fewer_nodes():
+    from playground.planner.costs import _hit, _reached, dispatch_time
+    from playground.planner.presets import preset
+    v3 = preset("deepseek-v3")                     # 256 experts in 8 groups, a token's from 4 of them
+    assert (v3.expert_groups, v3.groups_per_token) == (8, 4)
+    free = replace(v3, expert_groups=1, groups_per_token=1)
+    assert _reached(free, 8) == _hit(8, 256, 8) > 5                              # 8 random experts: 5.3 nodes
+    assert _reached(v3, 8) == pytest.approx(_hit(4, 128, 8)) and _reached(v3, 8) < 4   # at most 4 (Sec. 3.2.2)
+    assert _reached(v3, 6) == _hit(6, 256, 8)     # groups that do not lie whole on the parts: no limit known
+    lay = Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, dtype="fp8", ep_dispatch="deepep")
+    h800 = Cluster.of("H800")
+    assert dispatch_time(v3, lay, h800, 4096) < dispatch_time(free, lay, h800, 4096)
+    with pytest.raises(PlanError, match="group-limited routing needs expert groups dividing the 256 experts"):
+        replace(v3, expert_groups=7)
