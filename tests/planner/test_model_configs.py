@@ -169,13 +169,14 @@ def test_unknown_preset_lists_the_known_ones():
 
 
 # config.json files of families beyond Llama's, as their model repositories publish them (the keys the
-# planner reads and a few beside them): google/gemma-7b, google/gemma-2-9b, openai/gpt-oss-120b and -20b,
-# meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config), zai-org/GLM-4.5 and -Air
-FAMILIES = Path(__file__).resolve().parent / "hf_configs"
+# planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
+# openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
+# zai-org/GLM-4.5 and -Air
+FAMILIES = CONFIGS / "families"
 
 
 def family(name: str):
-    return read_hf_config(FAMILIES / f"{name}.json")
+    return read_hf_config(FAMILIES / name)
 
 
 def test_gemma_has_a_gated_mlp_and_ties_its_embedding_unless_told_otherwise():
@@ -186,7 +187,7 @@ def test_gemma_has_a_gated_mlp_and_ties_its_embedding_unless_told_otherwise():
     # Gemma 2's sandwich norms: a norm after attention and after the MLP as well as before
     plain = dataclasses.replace(gemma2, sandwich_norm=False)
     assert gemma2.param_count - plain.param_count == gemma2.layers * 2 * gemma2.hidden
-    untied = json.loads((FAMILIES / "gemma-7b.json").read_text()) | {"tie_word_embeddings": False}
+    untied = json.loads((FAMILIES / "gemma-7b" / "config.json").read_text()) | {"tie_word_embeddings": False}
     assert model_from_hf_dict(untied).param_count == gemma.param_count + gemma.vocab * gemma.hidden
     with pytest.raises(PlanError, match="not a GELU"):
         model_from_hf_dict(untied | {"hidden_act": "silu"})
@@ -243,8 +244,8 @@ def test_sliding_window_layers_are_read_from_layer_types_or_the_familys_rule():
     qwen = json.loads((CONFIGS / "qwen1.5-moe-a2.7b" / "config.json").read_text())
     assert model_from_hf_dict(qwen).local_layers == 0                                  # use_sliding_window false
     assert model_from_hf_dict({**qwen, "use_sliding_window": True}).local_layers == 24 - 21  # from layer 21 on
-    gemma3 = json.loads((FAMILIES / "gemma-2-9b.json").read_text()) | {"model_type": "gemma3_text",
+    gemma3 = json.loads((FAMILIES / "gemma-2-9b" / "config.json").read_text()) | {"model_type": "gemma3_text",
                                                                        "num_hidden_layers": 48}
     assert model_from_hf_dict(gemma3).local_layers == 40                               # 5 local to 1 global
     with pytest.raises(PlanError, match="'layer_types' must list one type for each of the 36 layers"):
-        model_from_hf_dict(json.loads((FAMILIES / "gpt-oss-120b.json").read_text()) | {"layer_types": ["full"]})
+        model_from_hf_dict(json.loads((FAMILIES / "gpt-oss-120b" / "config.json").read_text()) | {"layer_types": ["full"]})
