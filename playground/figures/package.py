@@ -113,7 +113,10 @@ def package_map():
                   va="center")
         names = sorted(members[floor], key=lambda m: (m in ("__main__",), m))
         text = ", ".join(f"-m playground.{m}" for m in names) if floor == "front" else ", ".join(names)
-        left.text(0.03, y + 0.36, textwrap.fill(text, 92), fontsize=7, va="center", linespacing=1.1)
+        lines, size = textwrap.wrap(text, 92), 7
+        if len(lines) > 2:   # a long floor: smaller type, wider lines, hung below its title
+            lines, size = textwrap.wrap(text, 122), 6.1
+        left.text(0.03, y + 0.60, "\n".join(lines), fontsize=size, va="top", linespacing=1.05)
     left.set(xlim=(0, 1), ylim=(0, n))
     left.axis("off")
     left.set_title("floors, bottom up: each may import the floors below it", fontsize=10)
