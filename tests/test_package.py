@@ -35,7 +35,7 @@ PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs"},
     {"architecture", "goodput", "efficiency"},
     {"layout", "hf_config", "presets", "gemms"},
-    {"memory", "measure"},
+    {"memory", "measure", "comm_costs"},
     {"costs"},
     {"published_row"},
     {"published_foundry", "published_zoo"},

@@ -4,13 +4,13 @@ Data flows one way, from the command line down to the hardware table: ``cli`` an
 ``step_time_cli`` (their flags in ``args``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
 GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
-one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``) -> ``memory`` (the one memory model: bytes per
+one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``) -> ``memory`` (the one memory model: bytes per
 GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks, pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
 checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
 (Chinchilla); ``overlap`` (when each axis's communication hides behind compute); the published runs and layouts the planner is validated against
-(``published_runs``, ``published_layouts``; today's stacks, torchtitan, fms-fsdp, Megatron-Bridge and more, in ``published_stacks``, llm-foundry's sweep in ``published_foundry``, the MoE Model Zoo's in ``published_zoo``, each a ``published_row``), replayed by ``replay``, and beside a public peer model, llm-analysis, by ``peer_model``; ``step_range`` (the range a prediction spans over unstated settings and the constants' spread); ``measure`` (the formulas
+(``published_runs``, ``published_layouts``; today's stacks, torchtitan, fms-fsdp, Megatron-Bridge and more, in ``published_stacks``, llm-foundry's sweep in ``published_foundry``, the MoE Model Zoo's and DeepSeek-V3 in ``published_zoo``, each a ``published_row``), replayed by ``replay``, and beside a public peer model, llm-analysis, by ``peer_model``; ``step_range`` (the range a prediction spans over unstated settings and the constants' spread); ``measure`` (the formulas
 against PyTorch's own counters); and ``capacity_explorer`` (the interactive explorer).
 May import: the shared basics and ``playground.zero`` (the ZeRO memory formulas).
 """

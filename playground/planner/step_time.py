@@ -13,7 +13,9 @@
   the scores).  Full recomputation runs the forward once more, Megatron's selective the attention
   core, torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
 * the fused **attention** kernel runs the causal half of the scores at its published rate
-  (``attention_kernel``: FlashAttention-2, or FlashAttention-3 / cuDNN on Hopper).
+  (``attention_kernel``: FlashAttention-2, or FlashAttention-3 / cuDNN on Hopper); a sliding-window
+  layer (``Model.sliding_window``, ``local_layers`` of them) only the band its window spans, and under
+  CP only the passes its window reaches back to; a step averages the two kinds of layer.
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
   ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel).
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of

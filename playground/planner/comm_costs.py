@@ -1,0 +1,161 @@
+"""The communication terms of the step-time model: the collectives, and the link each kind of parallelism rides.
+
+Ring all-reduce, all-gather and reduce-scatter (``allreduce_time``, ``allgather_time``), an all-to-all
+whose NVLink and network shares move at once (``alltoall_time``), a collective overlapped with compute
+and the SMs it takes (``overlapped``), an MoE layer's dispatch (``dispatch_time``: Megatron's copy per
+token and expert, or DeepEP's once per node and GPU, fewer under group-limited routing), and the link
+of each axis (``tensor_parallel_link`` ... ``pipeline_link``), rings across nodes crossing on every NIC
+a group holds (``ring_network_bandwidth``).  ``playground.planner.costs`` re-exports them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from playground.planner.architecture import Model
+from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
+
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+
+
+def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY) -> float:
+    """Ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the bytes over the slowest link."""
+    if n <= 1:
+        return 0.0
+    return 2 * (n - 1) * eff.latency_s + 2 * (n - 1) / n * size_bytes / (eff.link * bytes_per_s)
+
+
+def allgather_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY) -> float:
+    """Ring all-gather (or reduce-scatter) of ``size_bytes`` in all: half an all-reduce."""
+    return allreduce_time(size_bytes, n, bytes_per_s, eff) / 2
+
+
+def alltoall_time(nvlink_bytes: float, network_bytes: float, n: int, cluster: Cluster,
+                  eff: Efficiency = EFFICIENCY) -> float:
+    """All-to-all over n ranks in which each GPU sends ``nvlink_bytes`` to ranks in its node and
+    ``network_bytes`` to ranks beyond it: the two shares move at once, the slower sets the time."""
+    if n <= 1:
+        return 0.0
+    nvlink = nvlink_bytes / (eff.link * cluster.nvlink_bytes_per_s)
+    network = network_bytes / (eff.link * cluster.network_bytes_per_s)
+    return (n - 1) * eff.latency_s + max(nvlink, network)
+
+
+def overlapped(comm_s: float, compute_s: float, gpu, eff: Efficiency = EFFICIENCY) -> float:
+    """Seconds a collective overlapped with compute adds to the step: what outlasts the compute, plus
+    the compute's slowdown while both run, for NCCL's kernels hold ``eff.comm_sms`` of the GPU's SMs
+    (compute on the rest runs at (S - c) / S of its rate).  A GPU without an SM count: no slowdown."""
+    hidden = min(comm_s, compute_s)
+    share = eff.comm_sms / (gpu.sms - eff.comm_sms) if gpu.sms and gpu.sms > eff.comm_sms else 0.0
+    return max(0.0, comm_s - compute_s) + hidden * share
+
+
+def _hit(groups: int, experts: int, k: int) -> float:
+    """Expected number of the ``groups`` equal groups of experts a token's k distinct experts fall in."""
+    per = experts / groups
+    miss = math.comb(experts - round(per), k) / math.comb(experts, k) if experts - per >= k else 0.0
+    return groups * (1 - miss)
+
+
+def _reached(model: Model, parts: int) -> float:
+    """Expected number of the EP group's ``parts`` equal parts (its nodes, or its GPUs) a token's
+    experts fall in.  Group-limited routing (DeepSeek-V2/V3's ``n_group`` / ``topk_group``) draws a
+    token's experts from ``groups_per_token`` of ``expert_groups`` groups; when the groups lie whole
+    on the parts (V3: one group a node), the token reaches only the parts of its groups."""
+    E, k, g, chosen = model.experts, model.top_k, model.expert_groups, model.groups_per_token
+    if chosen < g and parts % g == 0:
+        return _hit(chosen * (parts // g), E * chosen // g, k)
+    return _hit(parts, E, k)
+
+
+def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float, eff: Efficiency = EFFICIENCY,
+                  element_bytes: float = BYTES) -> float:
+    """One dispatch (or combine) of ``tokens`` tokens to their k experts over the EP group.
+
+    Megatron-Core's all-to-all dispatcher (``ep_dispatch="alltoall"``) sends a copy per (token,
+    expert) pair.  DeepEP (``"deepep"``, DeepSeek-V3 Sec. 3.2.2) sends a token once to each node
+    that holds one of its experts, over the network, and forwards it over NVLink to each GPU there
+    that does: the network carries the remote nodes a token hits, NVLink the GPUs it hits (fewer
+    under group-limited routing: ``_reached``).  Both links move at once (``alltoall_time``)."""
+    n, k, E = layout.ep, model.top_k, model.experts
+    _, inside = expert_parallel_link(layout, cluster)
+    if layout.ep_dispatch == "deepep":
+        nodes = max(1, n // inside)
+        over_network = _reached(model, nodes) * (nodes - 1) / nodes
+        over_nvlink = _reached(model, n) * (n - 1) / n
+    else:
+        over_network, over_nvlink = k * (n - inside) / n, k * (inside - 1) / n
+    per_copy = tokens * model.hidden * element_bytes * layout.moe_imbalance
+    return alltoall_time(per_copy * over_nvlink, per_copy * over_network, n, cluster, eff)
+
+
+# Ranks are numbered TP fastest, then CP, then DP, then PP (Megatron-Core's order), so every group of
+# one kind spans a block of consecutive ranks: ``span`` of them (TP: t; CP: t c; DP: t c d;
+# PP: all).  All those blocks stay inside nodes only when the span divides the GPUs per node
+# (t = 3 on 8-GPU nodes puts ranks 6-8 in one group, across two nodes) or the job fits in one node.
+def _link(span: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    if layout.gpus <= cluster.gpus_per_node or cluster.gpus_per_node % span == 0:
+        return "nvlink", cluster.nvlink_bytes_per_s
+    return "network", cluster.network_bytes_per_s
+
+
+def ring_network_bandwidth(nvlink_bytes_per_s: float, network_bytes_per_s: float, per_node: int = 1) -> float:
+    """Bus bandwidth of a ring collective across nodes whose groups hold ``per_node`` GPUs of each
+    node: their NICs share the crossing (NCCL runs a ring per NIC), up to NVLink's rate."""
+    return min(nvlink_bytes_per_s, max(1, per_node) * network_bytes_per_s)
+
+
+def _ring_link(span: int, stride: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """The link of a ring collective (all-reduce, all-gather, reduce-scatter) over a group whose
+    members lie ``stride`` ranks apart in blocks of ``span``.  Across nodes, the k members a node
+    holds share the crossing over their k NICs (NCCL runs one ring per NIC): the bus bandwidth is
+    k NICs' worth, at most NVLink's.  nccl-tests: a DGX-1's 4 x 100 Gb/s NICs give an all-reduce
+    bus bandwidth of 48 GB/s (NVIDIA/nccl-tests#29), 3 nodes of 8 A100s with 4 x 200 Gb/s 85-96 GB/s
+    of the 100 GB/s per node (#119); one GPU per node (TP = 8 under DP) rides its own NIC only."""
+    name, bw = _link(span, layout, cluster)
+    if name == "nvlink":
+        return name, bw
+    per_node = 1 if stride >= cluster.gpus_per_node else min(span // stride, cluster.gpus_per_node // stride)
+    return name, ring_network_bandwidth(cluster.nvlink_bytes_per_s, bw, per_node)
+
+
+def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """TP's all-reduces: small messages on the critical path, latency-bound across nodes.  Charged
+    one NIC per GPU there, not the ring over every NIC: Narayanan et al. measured throughput
+    collapsing when TP leaves the node (their Fig. 13), which the NICs' aggregate would not predict."""
+    return _link(layout.tp, layout, cluster)
+
+
+def context_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """Ring attention passes blocks neighbour to neighbour: the slowest hop, one GPU's NIC."""
+    return _link(layout.tp * layout.cp, layout, cluster)
+
+
+def data_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """The gradient all-reduce over DP x CP: members t ranks apart."""
+    return _ring_link(layout.tp * layout.cp * layout.dp, layout.tp, layout, cluster)
+
+
+def shard_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """The link ZeRO-3's gathers and reduce-scatters ride: the whole DP x CP group's, or with HSDP
+    its shard group's (t x g consecutive ranks: NVLink when a node holds them)."""
+    if layout.shard_group:
+        return _ring_link(layout.tp * layout.shard_group, layout.tp, layout, cluster)
+    return data_parallel_link(layout, cluster)
+
+
+def replica_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    """HSDP's all-reduce across replicas: members a shard group (t x g ranks) apart."""
+    stride = layout.tp * (layout.shard_group or layout.dp * layout.cp)
+    return _ring_link(layout.tp * layout.cp * layout.dp, stride, layout, cluster)
+
+
+def expert_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, int]:
+    """The link name and how many of an EP group's ranks share a node.  Megatron-Core orders expert
+    ranks ETP fastest, then EP, then expert DP, so an EP group's ranks lie ETP apart."""
+    inside = max(1, min(layout.ep, cluster.gpus_per_node // layout.expert_tp_degree))
+    return ("nvlink" if inside >= layout.ep else "network"), inside
+
+
+def pipeline_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+    return _link(layout.gpus, layout, cluster)
