@@ -218,8 +218,8 @@ MEGATRON_BRIDGE = (
 
 NOT_REPRESENTABLE = (
     "Megatron MoE Model Zoo, Qwen3-Next-80B-A3B (2.2 s): hybrid linear attention, no Model for it",
-    "Megatron-Bridge DGX-H100, GPT OSS 120B: GA 2 disagrees with GBS 512 / (DP 16 x MBS 4) = 8, and attention "
-    "sinks / sliding windows have no Model field",
+    "Megatron-Bridge DGX-H100, GPT OSS 120B: GA 2 disagrees with GBS 512 / (DP 16 x MBS 4) = 8, so the row's "
+    "batch is not readable (its sliding windows now are: Model.sliding_window; its attention sinks are left out)",
     "Megatron-Bridge DGX-H100, Qwen3_235B_a22B: the row has one column too few (GBS missing), not readable",
     "MegaScale (Jiang et al. 2024): its per-scale table was not found in the stored sources; not recorded",
 )
