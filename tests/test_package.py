@@ -34,6 +34,7 @@ RUNS = {
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs"},
     {"architecture", "goodput", "efficiency"},
+    {"stages"},
     {"layout", "hf_config", "presets", "gemms"},
     {"memory", "measure", "comm_costs"},
     {"costs"},

@@ -5,7 +5,7 @@ Data flows one way, from the command line down to the hardware table: ``cli`` an
 GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
 one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``) -> ``memory`` (the one memory model: bytes per
-GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks, pipeline stage placement) ->
+GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks) -> ``stages`` (pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
 checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``

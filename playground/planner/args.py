@@ -135,6 +135,11 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                      "selective is Megatron's (the attention core again), op torchtitan's per-op checkpointing "
                      "(every other matmul and the element-wise ops again) (default: none; the search tries none, "
                      "selective, op, then full)")
+    lay.add_argument("--recompute-modules", metavar="LIST", help="with selective recomputation, which modules run "
+                     "again, comma-separated, as Megatron-Core's --recompute-modules: core_attn (the attention core), "
+                     "layernorm (the norms' outputs), moe_act (the experts' activation), mla_up_proj (MLA's "
+                     "up-projections), mlp (the dense MLP), moe (the whole MoE layer), shared_experts; implies "
+                     "--recompute selective (default: core_attn)")
     lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
                      "the attention core and the logits stay bf16 (default: bf16)")
     lay.add_argument("--kernels", choices=("fused", "eager"), help="fused: Megatron/Transformer Engine or "
@@ -265,9 +270,18 @@ def layout_knobs(opts) -> dict:
         if knobs.get("zero_stage", 3) != 3:
             raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
         knobs["zero_stage"] = 3
+    modules = getattr(opts, "recompute_modules", None)
+    if modules is not None:
+        if opts.recompute not in (None, "selective"):
+            raise PlanError(f"--recompute-modules chooses what selective recomputation runs again; it does not go "
+                            f"with --recompute {opts.recompute}")
+        knobs["recompute"] = "selective"
+        knobs["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
+        if not knobs["recompute_modules"]:
+            raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "grad_reduce"):
-        knobs[key] = getattr(opts, key)
+        knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 
 

@@ -27,7 +27,7 @@ from playground.planner.architecture import Model
 from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
 from playground.planner.goodput import plan_goodput
-from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout
+from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout, check_recompute_modules
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu
 from playground.planner.presets import preset
@@ -174,6 +174,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
 
     # the layout and the source of speed
     knobs = {k: v for k, v in knobs.items() if v is not None}
+    check_recompute_modules(m, knobs.get("recompute_modules", ()))
     degrees = {k: knobs.pop(k) for k in DEGREES if k in knobs}
     speed_given = mfu is not None or achieved_tflops is not None
     prediction, searched, advice = None, None, []

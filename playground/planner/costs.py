@@ -16,7 +16,7 @@ import math
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
-from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, per_op_recomputed
+from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, module_recomputed, per_op_recomputed
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout
 from playground.planner.comm_costs import (_hit, _reached, allgather_time, allreduce_time, alltoall_time,  # noqa: F401
                                            context_parallel_link, data_parallel_link, dispatch_time,
@@ -29,7 +29,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "c
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
-           "dispatch_time", "memory_per_gpu", "peak_flops", "causal_executed"]
+           "dispatch_time", "memory_per_gpu", "peak_flops", "causal_executed", "module_recompute_time"]
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -120,6 +120,41 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward}
 
 
+def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False,
+                          local: bool = False, fwd: dict | None = None) -> float:
+    """Seconds Megatron-Core's selective recomputation (``layout.selective_modules``) adds to one
+    layer's backward for one micro-batch: ``core_attn`` the attention core (the fused kernel's
+    forward), ``mla_up_proj``, ``mlp``, ``moe`` and ``shared_experts`` their GEMMs again (the routed
+    experts' at the busiest rank's pace), and the element-wise kernels each module runs: both norms'
+    8 T h bytes (``layernorm``), the MLP activation's read and write (``moe_act``, ``mlp``, ``moe``,
+    ``shared_experts``), the permutation's 4 k T h (``moe``).  The dispatch all-to-alls ``moe`` runs
+    again are the step-time model's; the sequence-parallel all-gather inside a recomputed MLP is left out."""
+    modules = layout.selective_modules
+    if not modules:
+        return 0.0
+    b, t, h = layout.micro_batch, layout.tp, model.hidden
+    T = b * model.seq_len / layout.cp
+    fwd = fwd or layer_forward(model, layout, gpu, eff, moe, local)
+    seconds = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * (layout.moe_imbalance if g[0].startswith("experts") else 1)
+                  for g in module_recomputed(model, modules, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree, local))
+    if "core_attn" in modules:
+        seconds += fwd["attention"] if layout.flash_attention else \
+            sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, b, t, layout.cp, layout.ep, moe, local=local)
+                if g[0] in ATTENTION_CORE)
+    act = lambda width: 2 * 2 * T * width / t * (1.5 if model.gated_mlp else 1)  # noqa: E731  read + write
+    moved = {"layernorm": 8 * T * h / (t if layout.sequence_parallel else 1)}
+    if moe:
+        routed = act(model.top_k * model.expert_width) * layout.moe_imbalance
+        shared = act(model.shared_width) if model.shared_width else 0.0
+        moved.update(moe_act=routed, moe=routed + shared + 4 * model.top_k * T * h / t, shared_experts=shared)
+    else:
+        moved["mlp"] = act(model.ffn_width)
+    if moe and "moe" in modules:   # the whole layer again holds the shared experts' and routed activation
+        modules = [m for m in modules if m not in ("moe_act", "shared_experts")]
+    kernels = [m for m in modules if moved.get(m)]
+    return seconds + sum(moved[m] for m in kernels) / (eff.hbm * gpu.hbm_bytes_per_s) + len(kernels) * eff.kernel_s
+
+
 def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     """HBM bytes one layer's FP8 casts move per micro-batch, forward and backward together.
 
@@ -173,9 +208,13 @@ def flops_per_step(model: Model, layout: Layout, recompute: str | None = None) -
     for moe, count in ((False, model.layers - model.moe_layers), (True, model.moe_layers)):
         if count:
             fwd, core = _layer_flops(model, moe)
-            again = core if recompute == "selective" else \
-                sum(2 * c * M * N * K for _, c, M, N, K in per_op_recomputed(model, 1, 1, moe=moe)) \
-                if recompute == "op" else 0
+            if recompute == "selective":   # Megatron-Core's modules: the attention core by default
+                modules = layout.selective_modules if layout.recompute == "selective" else ("core_attn",)
+                again = (core if "core_attn" in modules else 0) + \
+                    sum(2 * c * M * N * K for _, c, M, N, K in module_recomputed(model, modules, 1, 1, moe=moe))
+            else:
+                again = sum(2 * c * M * N * K for _, c, M, N, K in per_op_recomputed(model, 1, 1, moe=moe)) \
+                    if recompute == "op" else 0
             total += count * (passes * fwd + again)
     logits = 2 * model.seq_len * model.hidden * model.vocab * 3
     return layout.global_batch * (total + logits)

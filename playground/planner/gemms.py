@@ -2,15 +2,16 @@
 
 ``layer_gemms`` lists them as (name, batch count, M, N, K), the shapes every cost of the step-time
 model (``costs``) and the memory model's per-op checkpointing count start from; ``block_matmuls``
-splits the fused ones the way a Llama block calls them, and ``per_op_recomputed`` picks the ones
-torchtitan's per-op selective checkpointing recomputes.
+splits the fused ones the way a Llama block calls them, ``per_op_recomputed`` picks the ones
+torchtitan's per-op selective checkpointing recomputes, and ``module_recomputed`` those Megatron-Core's
+``--recompute-modules`` run again.
 """
 
 from __future__ import annotations
 
 from playground.planner.architecture import Model
 
-__all__ = ["ATTENTION_CORE", "layer_gemms", "block_matmuls", "per_op_recomputed"]
+__all__ = ["ATTENTION_CORE", "layer_gemms", "block_matmuls", "per_op_recomputed", "module_recomputed"]
 
 ATTENTION_CORE = ("scores", "context")
 
@@ -76,3 +77,18 @@ def per_op_recomputed(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: 
     recomputes: it keeps the output of every other matmul of a block (the 1st, 3rd, ...) and of the
     attention kernel, and recomputes the rest, with every element-wise op."""
     return block_matmuls(model, micro_batch, tp, cp, ep, moe, etp)[1::2]
+
+
+# the GEMMs each of Megatron-Core's recompute modules runs again (core_attn: the attention core,
+# which ``costs`` times as one fused kernel; layernorm and moe_act: element-wise only)
+_MODULE_GEMMS = {"mla_up_proj": ("q_up", "kv_up"), "mlp": ("mlp_in", "mlp_out"),
+                 "moe": ("router", "experts_in", "experts_out", "shared_in", "shared_out"),
+                 "shared_experts": ("shared_in", "shared_out")}
+
+
+def module_recomputed(model: Model, modules, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
+                      moe: bool = False, etp: int | None = None, local: bool = False) -> list:
+    """The GEMMs (outside the attention core) that Megatron-Core's selective recomputation of
+    ``modules`` (``--recompute-modules``) runs a second time in one layer's backward."""
+    names = {n for m in modules for n in _MODULE_GEMMS.get(m, ())}
+    return [g for g in layer_gemms(model, micro_batch, tp, cp, ep, moe, etp, local) if g[0] in names]

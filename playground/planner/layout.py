@@ -3,7 +3,8 @@
 ``Cluster`` (a GPU type and its links, from ``playground.hardware``), ``Layout`` (the degrees of
 every kind of parallelism and the training knobs), ``Efficiency`` (the step-time model's free
 constants), ``check_layout`` (one ``PlanError`` per impossible layout, before any arithmetic) and
-``stage_layers`` (how pipeline stages split the layers when PP does not divide them).
+``stage_layers`` (how pipeline stages split the layers when PP does not divide them; in ``stages``,
+re-exported here).
 
 Ranks are numbered as Megatron-Core numbers them: TP fastest, then CP, then DP (EP is carved out
 of DP x CP), then PP.  ``Layout``'s dataclass defaults are the settings of Narayanan et al.'s 2021
@@ -19,13 +20,17 @@ from playground import hardware
 from playground.planner.architecture import Model
 from playground.planner.efficiency import EFFICIENCY, MEASURED, Efficiency
 from playground.planner.errors import PlanError
+from playground.planner.stages import even_chunks, placement_note, stage_layers
 
-__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "DTYPES", "KERNELS",
-           "check_layout",
+__all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
+           "DTYPES", "KERNELS",
+           "check_layout", "check_recompute_modules",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
 RECOMPUTE = ("none", "selective", "op", "full")  # "op": torchtitan's per-op selective checkpointing
+# Megatron-Core's --recompute-modules (selective granularity; TransformerConfig.recompute_modules)
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts")
 DTYPES = ("bf16", "fp8")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
@@ -66,6 +71,8 @@ class Layout:
     vpp: int = 1                     # virtual stages (model chunks) per GPU
     zero_stage: int = 0              # 0-2: Megatron's DDP / distributed optimizer; 3: FSDP
     recompute: str = "full"          # none | selective | op | full
+    recompute_modules: tuple = ()    # with selective: Megatron-Core's --recompute-modules (RECOMPUTE_MODULES);
+                                     # () is its default, ("core_attn",); ignored by the other policies
     sequence_parallel: bool = False
     flash_attention: bool = False
     attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3, cuDNN) or fa2 (PyTorch SDPA);
@@ -121,6 +128,11 @@ class Layout:
         return 4 if self.grad_reduce == "fp32" else 2
 
     @property
+    def selective_modules(self) -> tuple:
+        """The modules recomputed under ``recompute="selective"`` (none otherwise)."""
+        return (self.recompute_modules or ("core_attn",)) if self.recompute == "selective" else ()
+
+    @property
     def expert_tp_degree(self) -> int:
         return self.expert_tp or self.tp
 
@@ -149,83 +161,35 @@ class Layout:
                                          (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"),
                                          (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"))
                  if on]
-        return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {self.recompute}" \
+        recompute = self.recompute + (f" ({' '.join(self.recompute_modules)})"
+                                      if self.recompute_modules and self.recompute == "selective" else "")
+        return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {recompute}" \
             + "".join(f", {label}" for label in stack)
 
 
 
 
-# ----------------------------------------------------------------------------- pipeline stages
-def stage_layers(model: Model, layout: Layout) -> tuple[int, ...]:
-    """Transformer layers on each pipeline stage, first to last.
-
-    As Megatron-Core places them: evenly when PP divides the layers; else, when it divides the
-    layers plus two, the embedding and the loss each count as one layer (its
-    ``--account-for-embedding-in-pipeline-split`` and ``--account-for-loss-in-pipeline-split``:
-    Llama 3 405B's 126 layers on 16 stages are 7 + 14 x 8 + 7); else the middle stages take
-    ceil(l / p) each and the first and last share the rest (``--decoder-first/last-pipeline-
-    num-layers``), the first taking the smaller half.  ``first_stage_layers`` and
-    ``last_stage_layers`` set those two by hand; the middle stages then split the rest evenly.
-    """
-    l, p = model.layers, layout.pp
-    first, last = layout.first_stage_layers, layout.last_stage_layers
-    if p == 1:
-        return (l,)
-    if first is not None or last is not None:
-        middle_total = l - (first or 0) - (last or 0)
-        open_stages = p - (first is not None) - (last is not None)
-        if open_stages == 0:
-            if middle_total:
-                raise PlanError(f"first + last stage layers must be the {l} layers with PP=2")
-            return (first, last)
-        if middle_total < open_stages or middle_total % open_stages:
-            raise PlanError(f"the {middle_total} layers left after the first/last stages do not split evenly "
-                            f"over the other {open_stages} stages")
-        q = middle_total // open_stages
-        stages = [q] * p
-        if first is not None:
-            stages[0] = first
-        if last is not None:
-            stages[-1] = last
-        return tuple(stages)
-    if l % p == 0:
-        return (l // p,) * p
-    if (l + 2) % p == 0 and (l + 2) // p >= 2:
-        q = (l + 2) // p
-        return (q - 1,) + (q,) * (p - 2) + (q - 1,)
-    q = math.ceil(l / p)
-    rest = l - q * (p - 2)
-    if p == 2 or rest < 2:
-        q = l // p
-        stages = [q] * p
-        for i in range(l - q * p):  # the extra layers go to the last stages (the first holds the embedding)
-            stages[-1 - i] += 1
-        return tuple(stages)
-    return (rest // 2,) + (q,) * (p - 2) + (rest - rest // 2,)
+def check_recompute_modules(model: Model, modules) -> None:
+    """A ``PlanError`` naming a recompute module that is unknown or that ``model`` lacks (before a
+    search, which would otherwise only find that no layout runs)."""
+    _check_modules(model, Layout(1, 1, 1, recompute="selective", recompute_modules=modules))
 
 
-def even_chunks(model: Model, layout: Layout) -> bool:
-    """Whether Megatron-Core can cut every stage into ``vpp`` equal model chunks (the embedding and the
-    loss counted as layers when that is how the stages were placed).  The step-time model itself
-    takes any split; the search proposes only these."""
-    if layout.vpp == 1:
-        return True
-    stages = stage_layers(model, layout)
-    return all(x % layout.vpp == 0 for x in stages) or \
-        (layout.first_stage_layers is None and (model.layers + 2) % (layout.pp * layout.vpp) == 0)
-
-
-def placement_note(model: Model, layout: Layout) -> str:
-    """How the layers sit on the stages, in words (for the report)."""
-    stages = stage_layers(model, layout)
-    if len(set(stages)) == 1:
-        return f"{model.layers} layers, {stages[0]} per stage" if layout.pp > 1 else f"{model.layers} layers"
-    middle = stages[1:-1]
-    mid = f" + {len(middle)} x {middle[0]}" if middle and len(set(middle)) == 1 else \
-        "".join(f" + {x}" for x in middle)
-    why = (" (the embedding and the loss each count as a layer)"
-           if layout.first_stage_layers is None and (model.layers + 2) % layout.pp == 0 else "")
-    return f"{model.layers} layers as {stages[0]}{mid} + {stages[-1]}{why}"
+def _check_modules(model: Model, layout: Layout) -> None:
+    modules = layout.recompute_modules
+    if not modules:
+        return
+    if isinstance(modules, str) or not isinstance(modules, (tuple, list)):
+        raise PlanError(f"recompute modules are Megatron-Core's --recompute-modules, a list; got {modules!r}")
+    bad = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if bad:
+        raise PlanError(f"unknown recompute module {bad[0]!r}; choose from {', '.join(RECOMPUTE_MODULES)}")
+    needs = {"moe_act": model.is_moe, "moe": model.is_moe, "shared_experts": model.is_moe and model.shared_width,
+             "mla_up_proj": model.is_mla}
+    wrong = [m for m in modules if not needs.get(m, True)]
+    if wrong:
+        what = {"mla_up_proj": "latent attention (MLA)", "shared_experts": "shared experts"}.get(wrong[0], "experts")
+        raise PlanError(f"recompute module {wrong[0]} needs a model with {what}; this one has none")
 
 
 # ----------------------------------------------------------------------------- checks
@@ -287,6 +251,7 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
                         f"to be a multiple of PP={layout.pp}")
     if layout.recompute not in RECOMPUTE:
         raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {layout.recompute!r}")
+    _check_modules(model, layout)
     if layout.zero_stage not in (0, 1, 2, 3) or isinstance(layout.zero_stage, bool):
         raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
     if layout.dtype not in DTYPES:

@@ -12,7 +12,8 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
   (2022) count generalised to grouped-query and latent attention, gated MLPs and experts, with or
   without dropout, flash attention (no s^2 scores), sequence parallelism (everything split over
   TP) and context parallelism (the sequence split over CP); full recomputation keeps only each
-  layer's input, plus one layer's activations while it is recomputed.
+  layer's input, plus one layer's activations while it is recomputed; Megatron-Core's selective
+  modules (``Layout.recompute_modules``) keep none of what they recompute.
 * **In flight**: 1F1B's stage i holds min(p - i, m) micro-batches; the interleaved schedule adds
   (p - 1) / (p v) of that (Korthikanti et al. Sec. 4.2.3).
 * **Logits**: the last stage's bf16 logits and the fp32 copy the loss works on, 6 s b V / (t c) bytes.
@@ -100,22 +101,31 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
     return per_token + scores / t
 
 
-def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0) -> tuple[float, float]:
+def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0,
+                     modules: tuple = ()) -> tuple[float, float]:
     """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
-    parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's."""
+    parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's.
+    ``modules``: Megatron-Core's selective recompute modules, whose outputs (``layernorm``: the
+    norms'; ``mla_up_proj``: Q, K and V; ``moe_act``: the experts' activation) or insides (``mlp``,
+    ``moe``, ``shared_experts``: everything past their input) are not kept."""
     h, a, k = model.hidden, model.heads, model.kv_head_count
     d, dv = model.head_size, model.value_head_size
-    whole = BYTES * 4 * h + (2 * h if dropout else 0)   # both norms' inputs and outputs; the two masks
+    norms = 2 if "layernorm" in modules else 4          # both norms' inputs, and outputs unless recomputed
+    whole = BYTES * norms * h + (2 * h if dropout else 0)   # ... and the two dropout masks
     if model.is_mla:  # the latents and their norms (down-projections are not split over TP)
         whole += BYTES * (2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_rope_dim)
         k = a
-    split = BYTES * (a * d + k * d + k * dv + a * dv)    # Q, K, V and the attention output
+    qkv = 0 if "mla_up_proj" in modules and model.is_mla else BYTES * (a * d + k * d + k * dv)
+    split = qkv + BYTES * a * dv                        # Q, K, V and the attention output
     mlp = lambda f: BYTES * (3 if model.gated_mlp else 2) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:
-        whole += 4 * model.experts                      # the router's fp32 logits
-        split += imbalance * model.top_k * (BYTES * 2 * h + mlp(model.expert_width)) + \
-            (mlp(model.shared_width) if model.shared_width else 0)  # dispatched copy, its MLP, its output
-    else:
+        if "moe" not in modules:
+            whole += 4 * model.experts                  # the router's fp32 logits
+            act = BYTES * model.expert_width if "moe_act" in modules else 0
+            split += imbalance * model.top_k * (BYTES * 2 * h + mlp(model.expert_width) - act)
+        if model.shared_width and not {"moe", "shared_experts"} & set(modules):
+            split += mlp(model.shared_width)            # dispatched copy, its MLP, its output; the shared MLP
+    elif "mlp" not in modules:
         split += mlp(model.ffn_width)
     return whole, split
 
@@ -132,11 +142,12 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
         attention_out = tokens * model.heads * model.value_head_size / t
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
             + 4 * model.heads * tokens / t
-    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance)
+    modules = layout.selective_modules
+    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row
-    if layout.recompute == "selective":
+    if "core_attn" in modules:
         return saved                                                       # scores recomputed
     local = model.local_layers / model.layers   # a sliding-window layer keeps only its window's scores
     keys = (1 - local) * model.seq_len + local * model.attended_keys(True)

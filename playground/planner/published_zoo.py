@@ -34,8 +34,8 @@ _ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 t
              "flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1 (expert_tp=1: experts "
              "whole on each GPU, EP x EDP spanning TP x DP); the embedding and the loss count as layers in the "
              "pipeline split")
-_NORM_ACT = ("; recompute 'norm, act' (--recompute-modules layernorm moe_act: only those element-wise ops again, "
-             "no Layout value: none taken, their recomputation left out)")
+_NORM_ACT = "; recompute 'norm, act' (--recompute-modules layernorm moe_act: recompute_modules)"
+_NORM_ACT_LAYOUT = dict(recompute="selective", recompute_modules=("layernorm", "moe_act"))
 MOE_MODEL_ZOO = (
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 1, 128, ep=8, expert_tp=1, micro_batch=4, global_batch=2048,
@@ -51,7 +51,7 @@ MOE_MODEL_ZOO = (
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP", "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
-                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16"),
+                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16", **_NORM_ACT_LAYOUT),
                       ("moe_imbalance",), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
                       + "; the same layout with 1F1B A2A overlap ran 17.6 s (not modelled: no row)",
@@ -59,7 +59,8 @@ MOE_MODEL_ZOO = (
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP, 1F1B A2A overlap",
                       "Megatron MoE Model Zoo", _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
-                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16", ep_overlap=True),
+                                                vpp=4, ep_dispatch="deepep", grad_reduce="bf16", ep_overlap=True,
+                                                **_NORM_ACT_LAYOUT),
                       ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
                       + "; '+1f1b overlap': the row above with the all-to-alls behind another micro-batch's "
@@ -67,12 +68,10 @@ MOE_MODEL_ZOO = (
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 PP 32 VPP 3, all-to-all dispatcher", "Megatron MoE Model Zoo",
                       _ZOO, "H100",
                       _QWEN3_235B, Layout.today(2, 32, 4, ep=8, expert_tp=1, micro_batch=1, global_batch=2048,
-                                                vpp=3, grad_reduce="bf16"),
+                                                vpp=3, grad_reduce="bf16", **_NORM_ACT_LAYOUT),
                       ("moe_imbalance",), step_time_s=24.2, tflops_per_gpu=200, flop_count="model",
                       note=_ZOO_NOTE + "; Megatron's all-to-all dispatcher (A2A); EDP 1; 96 chunks for 94 layers, "
                       "the embedding and the loss a chunk each" + _NORM_ACT,
-                      memory_misfit="the memory model keeps every activation of the 32 stages' in-flight micro-"
-                      "batches; the recomputed norms and activations ('norm, act'), not modelled, are what it saves",
                       cite="nvidia2025moemodelzoo"),
 )
 
@@ -85,14 +84,15 @@ DEEPSEEK_V3 = PublishedStackRun(
     "DeepSeek-V3, 2,048 H800, PP 16 (DualPipe) EP 64 DP 128, FP8", "DeepSeek-V3 (HAI-LLM), H800", _DEEPSEEK, "H800",
     preset("deepseek-v3"),
     Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, zero_stage=1, dtype="fp8",
-                 ep_dispatch="deepep", ep_overlap=True),
+                 ep_dispatch="deepep", ep_overlap=True, recompute="selective",
+                 recompute_modules=("layernorm", "mla_up_proj")),
     ("micro_batch", "grad_reduce"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
     note=("the whole pre-training's average (batch ramp, the MTP module, any downtime included; the model takes "
           "batch 15,360 and no MTP); DualPipe taken as 1F1B with the all-to-alls behind the paired micro-batch "
           "(ep_overlap; its smaller bubble not modelled); DeepEP with node-limited routing (each token to at "
           "most 4 nodes: the config's n_group 8, topk_group 4); recompute of RMSNorm and the MLA "
-          "up-projections (no Layout value: none taken); micro-batch not stated (1 taken)"),
-    memory_misfit=("the memory model keeps bf16 activations of 16 in-flight micro-batches; DeepSeek caches "
-                   "activations in FP8, recomputes norms and up-projections and keeps the EMA on the CPU, none "
-                   "of which Layout says"),
+          "up-projections (Megatron-Core's modules layernorm, mla_up_proj); micro-batch not stated (1 taken)"),
+    memory_misfit=("the memory model keeps bf16 activations of 16 in-flight micro-batches (98 GiB with the norms "
+                   "and up-projections recomputed); DeepSeek caches the linear layers' inputs in FP8 and recomputes "
+                   "SwiGLU's output, which Layout does not say"),
     cite="deepseek2024v3")

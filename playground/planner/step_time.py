@@ -11,7 +11,8 @@
   GEMM's input gradient and weight gradient (accumulated into the fp32 main gradient), the
   element-wise kernels twice and the attention core twice (a fused kernel 2.5 times: it recomputes
   the scores).  Full recomputation runs the forward once more, Megatron's selective the attention
-  core, torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
+  core (or the modules ``recompute_modules`` names, ``costs.module_recompute_time``; ``moe`` also
+  its all-to-alls), torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
 * the fused **attention** kernel runs the causal half of the scores at its published rate
   (``attention_kernel``: FlashAttention-2, or FlashAttention-3 / cuDNN on Hopper); a sliding-window
   layer (``Model.sliding_window``, ``local_layers`` of them) only the band its window spans, and under
@@ -77,8 +78,8 @@ from dataclasses import asdict, replace
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
-                                      layer_forward, layer_gemms, overlapped, per_op_recomputed, pipeline_link, replica_link, shard_link,
-                                      tensor_parallel_link)
+                                      layer_forward, layer_gemms, module_recompute_time, overlapped, per_op_recomputed,
+                                      pipeline_link, replica_link, shard_link, tensor_parallel_link)
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
 
@@ -110,11 +111,8 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     fwd = layer_forward(model, layout, gpu, eff, moe, local)
     f = fwd["gemm"] + fwd["elementwise"]
     rc = 1.0 if layout.recompute == "full" else 0.0
-    if layout.recompute == "selective":   # Megatron's: the attention core again (the fused kernel's forward)
-        recompute = fwd["attention"] if layout.flash_attention else \
-            sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, layout.micro_batch, t, c, layout.ep, moe,
-                                                                 local=local)
-                if g[0] in ("scores", "context"))
+    if layout.recompute == "selective":   # Megatron's: the attention core again, or the modules given
+        recompute = module_recompute_time(model, layout, gpu, eff, moe, local, fwd)
     elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
         recompute = fwd["elementwise"] + sum(gemm_time(*g[1:], gpu, eff, layout.dtype) for g in
                                              per_op_recomputed(model, layout.micro_batch, t, c, layout.ep, moe,
@@ -148,7 +146,8 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
         # DeepEP dispatches in FP8 when the GEMMs are (the forward's and recomputed forward's dispatch)
         fp8 = layout.ep_dispatch == "deepep" and layout.dtype == "fp8"
         first = dispatch_time(model, layout, cluster, tokens, eff, element_bytes=1) if fp8 else one
-        ep = (1 + rc) * (first + one) + 2 * one
+        again = rc or "moe" in layout.selective_modules    # the recomputed forward dispatches again
+        ep = (1 + again) * (first + one) + 2 * one
     # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the
     # attention core twice -- a fused kernel's 2.5 times, for it recomputes the scores (5 matmuls to
     # the forward's 2: flash-attention's own benchmarks count backward as 2.5 forwards)

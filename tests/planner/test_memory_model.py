@@ -135,3 +135,45 @@ def test_405b_at_zero_0_without_model_parallelism_does_not_fit():
     lay = Layout.today(1, 1, 8192, global_batch=8192, zero_stage=0)
     mem = memory_per_gpu(LLAMA405, lay, "H100")
     assert not mem["fits"] and mem["model_states"] == pytest.approx(16 * LLAMA405.param_count)
+
+
+QWEN3_MOE = Model(94, 4096, 64, seq_len=4096, kv_heads=4, head_dim=128, gated_mlp=True, position_embeddings=False,
+                  norm="rmsnorm", experts=128, top_k=8, moe_ffn=1536, ffn=12288)
+
+
+def test_megatron_selective_default_is_the_attention_core():
+    lay = Layout.today(tp=2, recompute="selective")
+    assert lay.selective_modules == ("core_attn",)
+    assert layer_activation_bytes(LLAMA8, lay) == layer_activation_bytes(
+        LLAMA8, replace(lay, recompute_modules=("core_attn",)))
+    assert Layout.today(recompute="full", recompute_modules=("layernorm",)).selective_modules == ()
+
+
+def test_recomputed_modules_keep_none_of_what_they_recompute():
+    """Per token of one GPU (TP 2 with SP, so every saved tensor is halved): layernorm drops both
+    norms' outputs (2 h x 2 B), moe_act each dispatched copy's activation (k f x 2 B), moe the whole
+    expert part, its dispatched copies and router logits included."""
+    base = Layout.today(tp=2, recompute="selective", ep=8, dp=8)
+    tokens, h, k, f = 4096, 4096, 8, 1536
+    keep = lambda mods: layer_activation_bytes(QWEN3_MOE, replace(base, recompute_modules=mods), moe=True)  # noqa: E731
+    core = keep(("core_attn",))
+    assert core - keep(("core_attn", "layernorm")) == pytest.approx(tokens * 2 * h * 2 / 2)
+    assert core - keep(("core_attn", "moe_act")) == pytest.approx(tokens * k * f * 2 / 2)
+    assert core - keep(("core_attn", "moe")) == pytest.approx(tokens * (k * (2 * 2 * h + 3 * 2 * f) + 4 * 128) / 2)
+
+
+def test_the_model_zoos_pp32_run_fits_once_its_norms_and_activations_are_recomputed():
+    """Megatron MoE Model Zoo, Qwen3-235B-A22B on 256 H100s, TP 2 EP 8 PP 32 VPP 3, recompute
+    'norm, act' (--recompute-modules layernorm moe_act): without it the memory model overfills."""
+    lay = Layout.today(2, 32, 4, ep=8, expert_tp=1, global_batch=2048, vpp=3, grad_reduce="bf16",
+                       recompute="selective", recompute_modules=("layernorm", "moe_act"))
+    assert memory_per_gpu(QWEN3_MOE, lay, "H100")["fits"]
+    assert not memory_per_gpu(QWEN3_MOE, replace(lay, recompute="none"), "H100")["fits"]
+
+
+@pytest.mark.parametrize("modules, message", [(("bogus",), "unknown recompute module"),
+                                              (("mla_up_proj",), "latent attention"),
+                                              ("layernorm", "a list")])
+def test_recompute_modules_that_cannot_apply_are_refused(modules, message):
+    with pytest.raises(PlanError, match=message):
+        memory_per_gpu(LLAMA8, Layout.today(recompute="selective", recompute_modules=modules))

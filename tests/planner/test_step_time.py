@@ -301,3 +301,19 @@ def test_the_planner_cli_gains_the_layout_prediction():
     assert 0 < result["mfu"] < 1
     bad = run("--tp", "7", "--pp", "8")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "TP=7" in bad.stderr
+
+
+def test_recomputed_modules_cost_their_forward_again_and_moe_its_all_to_alls():
+    """Megatron-Core's --recompute-modules: the default (core_attn) is the old selective policy;
+    layernorm and moe_act add only element-wise time; moe adds its GEMMs and its dispatch again,
+    and its executed FLOPs count the experts' GEMMs a second time."""
+    from playground.planner import preset
+    mixtral, h100 = preset("mixtral-8x7b"), Cluster.of("H100")
+    base = Layout.today(2, 4, 8, ep=8, global_batch=512, recompute="selective")
+    time = lambda mods: predict(mixtral, h100, replace(base, recompute_modules=mods))  # noqa: E731
+    default, cheap, whole = time(()), time(("core_attn", "layernorm", "moe_act")), time(("core_attn", "moe"))
+    assert default["step_time_s"] == time(("core_attn",))["step_time_s"]
+    assert 0 < cheap["step_time_s"] - default["step_time_s"] < 0.05 * default["step_time_s"]
+    assert whole["time_breakdown"]["ep_all_to_all"] > 1.2 * default["time_breakdown"]["ep_all_to_all"]
+    assert whole["flops_per_step"] > 1.1 * default["flops_per_step"]
+    assert whole["model_flops_per_step"] == default["model_flops_per_step"]
