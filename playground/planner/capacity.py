@@ -201,6 +201,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     memory = memory_per_gpu(m, layout, spec)
     if gpus is not None and not speed_given:
         prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
+        warnings += prediction["caveats"]
 
     # one source of speed for every figure
     if prediction is not None:

@@ -11,22 +11,28 @@ number of virtual stages, no recompute policy, no micro-batch size), and every e
   every constant at its optimistic end, then every one at its pessimistic end,
 
 and reports the nominal prediction with the range those span: ``step_time_range_s``,
-``tokens_per_s_range`` and ``mfu_range``.  ``tornado`` moves one factor at a time from the nominal
-prediction, for the chapter's sensitivity chart.
+``tokens_per_s_range`` and ``mfu_range``, and the ``caveats`` the validation gives for a model of its
+kind (``validation_caveats``: a mixture of experts, a sequence beyond 64K tokens, where every
+published run checked ran slower than predicted).  ``tornado`` moves one factor at a time from the
+nominal prediction, for the chapter's sensitivity chart.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import statistics
 from dataclasses import replace
 
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
+from playground.planner.published_row import published_metric
+from playground.planner.published_stacks import STACK_RUNS
 from playground.planner.step_time import predict
 
-__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado"]
+__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "validation_caveats"]
 
 # the Layout fields a source may leave unstated, and the values each can take
 SETTINGS = {
@@ -117,7 +123,37 @@ def predict_range(model: Model, cluster: Cluster, layout: Layout, unstated=(), e
             "step_time_range_s": (lo, hi),
             "tokens_per_s_range": (tokens / hi, tokens / lo),
             "mfu_range": (min(mfus), max(mfus)),
-            "range_from": {"unstated": list(unstated), "efficiency_spread": dict(eff.spread)}}
+            "range_from": {"unstated": list(unstated), "efficiency_spread": dict(eff.spread)},
+            "caveats": validation_caveats(model)}
+
+
+# the kinds of model whose published runs all ran slower than predicted (chapter 6), and the reason
+_KINDS = (("a mixture of experts", lambda m: m.is_moe,
+           "a MoE layer's work beside its GEMMs and all-to-alls (the router's and permutation's small kernels, "
+           "dropless routing's host syncs) is not modelled; with the dispatcher and overlap your stack runs, "
+           "read the time as optimistic unless it fuses them and graphs the layer"),
+          ("a sequence beyond 64K tokens", lambda m: m.seq_len > 65536,
+           "what long-context attention loses beyond its kernel's rate and the CP ring's messages is not modelled"))
+
+
+@functools.lru_cache(maxsize=None)
+def _published_ratios(kind: int) -> tuple[float, ...]:
+    test = _KINDS[kind][1]
+    return tuple(sorted(published_metric(r, predict(r.model, r.cluster, r.layout))[3]
+                        for r in STACK_RUNS if test(r.model)))
+
+
+def validation_caveats(model: Model) -> list[str]:
+    """One line for each kind of model this one is (``_KINDS``) whose published runs, replayed by the
+    step-time model, all ran slower than predicted: how many, and by how much (computed, not quoted)."""
+    out = []
+    for i, (kind, test, why) in enumerate(_KINDS):
+        ratios = _published_ratios(i)
+        if test(model) and ratios and min(ratios) > 1:
+            out.append(f"for {kind}, all {len(ratios)} published runs, replayed as each states its layout, ran "
+                       f"slower than predicted, by {ratios[0]:.2f}-{ratios[-1]:.2f}x "
+                       f"(median {statistics.median(ratios):.2f}): {why}")
+    return out
 
 
 def tornado(model: Model, cluster: Cluster, layout: Layout, unstated=(), eff: Efficiency = EFFICIENCY) -> list[dict]:

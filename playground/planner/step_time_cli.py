@@ -97,6 +97,7 @@ def _report(r: dict) -> str:
         lines += [f"would fit {a['change']}: {a['memory_bytes'] / 2 ** 30:.1f} GiB" for a in r.get("fit_advice", [])] \
             or ["would fit no single change of the layout fits: more GPUs or a smaller model"]
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
+    lines += [f"caveat   {c}" for c in r.get("caveats", [])]
     return "\n".join(lines)
 
 

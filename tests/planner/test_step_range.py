@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -67,3 +68,20 @@ def test_the_command_line_reports_the_range_in_text_and_json():
     assert lo < out["step_time_s"] < hi
     bad = run(*args, "--unstated", "colour")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "colour" in bad.stderr
+
+
+def test_a_kind_of_model_every_published_run_of_which_ran_slower_is_flagged_with_the_live_ratios():
+    """The report's caveats are computed from the published rows, not quoted: a mixture of experts
+    and a sequence beyond 64K get one line each while all their rows replay optimistic; a dense 8K
+    model gets none."""
+    from playground.planner import preset
+    from playground.planner.published_row import published_metric
+    from playground.planner.published_stacks import STACK_RUNS
+    from playground.planner.step_range import validation_caveats
+    moe = sorted(published_metric(r, predict(r.model, r.cluster, r.layout))[3] for r in STACK_RUNS if r.model.is_moe)
+    [line] = validation_caveats(preset("mixtral-8x7b"))
+    assert f"all {len(moe)} published runs" in line and f"{moe[0]:.2f}-{moe[-1]:.2f}x" in line
+    assert validation_caveats(preset("llama3-8b")) == []
+    assert "beyond 64K" in validation_caveats(replace(preset("llama3-8b"), seq_len=131072))[0]
+    result = predict_range(preset("mixtral-8x7b"), Cluster.of("H100"), Layout.today(1, 1, 8, ep=8, global_batch=64))
+    assert result["caveats"] == [line]
