@@ -149,7 +149,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                      "(default: on)")
     lay.add_argument("--attention-kernel", choices=("fa3", "fa2", "fa1"), help="fused attention kernel: on Hopper "
                      "and later fa3 (FlashAttention-3, cuDNN via Transformer Engine, ~55%% of peak) or fa2 (PyTorch "
-                     "SDPA's FlashAttention-2, ~35%%), before Hopper both are FlashAttention-2 (~55%%); fa1 is "
+                     "SDPA's FlashAttention-2, ~32%%), before Hopper both are FlashAttention-2 (~55%%); fa1 is "
                      "FlashAttention-1 or its Triton port, 2022-23's (~33%% on A100) (default: fa3)")
     lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
                      "(default: on when TP > 1)")

@@ -51,13 +51,22 @@ _SOURCES = {
                      "FLOPs/s' (Dao 2023, FlashAttention-2, https://arxiv.org/abs/2307.08691, abstract); the "
                      "kernels of 2022-23 (FlashAttention-1, its Triton port that MPT and llm-foundry ran); 0.325 "
                      "the middle; on Hopper scaled as FlashAttention-2 is (attention_fa2_hopper / attention_fa2)",
-    "attention_fa2_hopper": "published: 'FlashAttention-2 achieving only 35% utilization on the H100 GPU' (Shah "
-                            "et al. 2024, FlashAttention-3, https://arxiv.org/abs/2407.08608, abstract): it does not use "
-                            "Hopper's asynchronous tensor cores; PyTorch's SDPA flash backend is FlashAttention-2",
-    "attention_fa3": "published: FlashAttention-3 'reaching up to 740 TFLOPs/s (75% utilization)' forward on "
-                     "H100, and 1.5-1.75x FlashAttention-2 backward (https://arxiv.org/abs/2407.08608); 0.55 taken for "
-                     "forward and backward together (a 35% kernel 1.5x faster backward is 53%); cuDNN's fused "
-                     "attention (Transformer Engine) is of this class",
+    "attention_fa2_hopper": "published measurement: the FlashAttention-3 paper's H100 SXM5 benchmark figures at "
+                            "head dim 128, 'Attention forward speed' with the causal mask and 'Attention backward "
+                            "speed' (Shah et al. 2024, https://arxiv.org/abs/2407.08608, Sec. 4.1): "
+                            "FlashAttention-2's causal forward 260 / 298 / 319 / 333 / 335 TFLOPS at 1K / 2K / "
+                            "4K / 8K / 16K tokens, its backward 260 / 291 / 310 / 318 / 322; a step runs the "
+                            "backward's 2.5 forwards of FLOPs at the backward's rate, so together 1 + 2.5 FLOPs "
+                            "over 1/319 + 2.5/310 = 312 TFLOPS at 4K, 0.32 of the dense peak (0.26 at 1K, 0.33 at "
+                            "16K: the spread); 'FlashAttention-2 achieving only 35% utilization on the H100' (its "
+                            "abstract) is the forward alone; PyTorch's SDPA flash backend is FlashAttention-2",
+    "attention_fa3": "published measurement: the same figures (H100 SXM5, head dim 128): FlashAttention-3's "
+                     "causal forward 423 / 521 / 579 / 602 / 616 TFLOPS at 1K-16K, backward 424 / 501 / 542 / 559 / "
+                     "561; cuDNN's 410 / 484 / 518 / 529 / 539 and 408 / 465 / 499 / 518 / 516 (Shah et al. 2024, "
+                     "https://arxiv.org/abs/2407.08608, Sec. 4.1); composed as for FlashAttention-2, FlashAttention-3 "
+                     "reaches 0.56 of the dense peak at 4K and cuDNN 0.51; 0.55 taken for the class (cuDNN's fused "
+                     "attention is what Transformer Engine runs), spread from cuDNN at 1K (0.41) to FlashAttention-3 "
+                     "at 16K (0.58)",
     "comm_sms": "published: NCCL's maintainer, 'NCCL uses the minimal number of SMs to achieve the performance "
                 "of the platform ... on DGX with 8 NICs ... it would use 16 SMs' and 'NCCL CTAs won't share an SM "
                 "with compute kernels', https://github.com/NVIDIA/nccl/issues/689; NVLink SHARP reaches peak "
@@ -110,8 +119,8 @@ _SPREAD = {
     "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all
     "attention_fa2": (0.50, 0.73),   # the FA2 abstract's range on A100
     "attention_fa1": (0.25, 0.40),   # the FA2 abstract's range for FlashAttention-1
-    "attention_fa2_hopper": (0.30, 0.40),  # assumed, around the published 35%
-    "attention_fa3": (0.53, 0.75),   # FA2 x 1.5 backward ... FA3's best forward
+    "attention_fa2_hopper": (0.26, 0.33),  # FA2 on H100 at 1K ... 16K tokens (FA3 paper's figures)
+    "attention_fa3": (0.41, 0.58),   # cuDNN at 1K ... FA3 at 16K tokens (the same figures)
     "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
@@ -136,7 +145,7 @@ class Efficiency:
     comm_sms: int = 16        # SMs an overlapped NCCL collective takes from the compute beside it
     attention_fa2: float = 0.55         # fused attention, fraction of dense peak on the FLOPs it executes
     attention_fa1: float = 0.325        # FlashAttention-1 and its Triton port (2022-23)
-    attention_fa2_hopper: float = 0.35  # FlashAttention-2 on Hopper (no wgmma/TMA)
+    attention_fa2_hopper: float = 0.32  # FlashAttention-2 on Hopper (no wgmma/TMA)
     attention_fa3: float = 0.55         # FlashAttention-3 / cuDNN fused attention on Hopper and later
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
     link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
