@@ -135,6 +135,11 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                      "selective is Megatron's (the attention core again), op torchtitan's per-op checkpointing "
                      "(every other matmul and the element-wise ops again) (default: none; the search tries none, "
                      "selective, op, then full)")
+    lay.add_argument("--cp-method", choices=("ring", "allgather", "ulysses"), help="how context parallelism "
+                     "shares K and V: ring (blocks passed around the CP ring behind block attention: ring attention, "
+                     "Megatron-Core's p2p), allgather (the sequence's K/V gathered before attention, exposed: "
+                     "Llama 3's) or ulysses (all-to-alls from sequence to head shards and back, exposed: "
+                     "DeepSpeed-Ulysses; the heads must split over TP x CP) (default: ring)")
     lay.add_argument("--recompute-modules", metavar="LIST", help="with selective recomputation, which modules run "
                      "again, comma-separated, as Megatron-Core's --recompute-modules: core_attn (the attention core), "
                      "layernorm (the norms' outputs), moe_act (the experts' activation), mla_up_proj (MLA's "
@@ -189,7 +194,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "from its results file (python -m playground.bench gemm --out FILE); the report says which "
                    "(default: the sourced constants of planner.layout.Efficiency)")
     s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
-                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap, moe-imbalance, "
+                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap, cp-method, moe-imbalance, "
                    "ep-dispatch, ep-overlap, grad-reduce, zero-stage, shard-group; the "
                    "range "
                    "spans every value each can take (default: none; the constants' sourced spread is always spanned)")
@@ -280,7 +285,8 @@ def layout_knobs(opts) -> dict:
         if not knobs["recompute_modules"]:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "grad_reduce"):
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
+                "grad_reduce", "cp_method"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

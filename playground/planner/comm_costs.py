@@ -5,7 +5,9 @@ whose NVLink and network shares move at once (``alltoall_time``), a collective o
 and the SMs it takes (``overlapped``), an MoE layer's dispatch (``dispatch_time``: Megatron's copy per
 token and expert, or DeepEP's once per node and GPU, fewer under group-limited routing), and the link
 of each axis (``tensor_parallel_link`` ... ``pipeline_link``), rings across nodes crossing on every NIC
-a group holds (``ring_network_bandwidth``).  ``playground.planner.costs`` re-exports them.
+a group holds (``ring_network_bandwidth``); what context parallelism (``context_parallel_time``: ring,
+all-gather or Ulysses) and FSDP (``fsdp_exposed_time``: prefetched gathers and reduce-scatters) add
+to a layer.  ``playground.planner.costs`` re-exports them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 
-__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
 def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY) -> float:
@@ -159,3 +161,52 @@ def expert_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, int]:
 
 def pipeline_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
     return _link(layout.gpus, layout, cluster)
+
+
+def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, attention: float,
+                      T: float, rc: float, local: bool) -> float:
+    """Seconds CP's communication adds to one layer and micro-batch (forward, recomputed forward and
+    backward).  Ring: c - 1 passes of this rank's K/V block, each behind one block of attention, and
+    K/V with their gradients backward (a sliding-window layer passes only the blocks its window
+    reaches).  All-gather (Llama 3, Sec. 3.3.2): the whole sequence's K/V gathered before attention
+    and its gradients reduce-scattered after, exposed.  Ulysses: Q, K and V all-to-all from sequence
+    to head shards and the output back, the same four backward, exposed."""
+    c, t, gpu = layout.cp, layout.tp, cluster.gpu
+    _, bw = context_parallel_link(layout, cluster)
+    kv = model.heads if model.is_mla else model.kv_head_count
+    block = T * kv * (model.head_size + model.value_head_size) * BYTES / t   # this rank's K and V
+    if layout.cp_method == "allgather":
+        gather = allgather_time(block * c, c, bw, eff)
+        return (2 + rc) * gather
+    if layout.cp_method == "ulysses":
+        q_out = T * model.heads * (model.head_size + model.value_head_size) * BYTES / t
+        moved = (c - 1) / c * (block + q_out) / (eff.link * bw)
+        return (2 + rc) * (4 * (c - 1) * eff.latency_s + moved)
+    one = eff.latency_s + block / (eff.link * bw)
+    passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
+    step = attention / (passes + 1)
+    return passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
+
+
+def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout,
+                   tensors: int = 1) -> float:
+    """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
+    backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
+    ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
+    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight, an
+    fp32 reduce-scatter (``grad_reduce="fp32"``) 4 bytes a gradient.
+
+    ``fsdp_gather="tensor"`` is early DeepSpeed ZeRO-3 (its ``_allgather_param``): each of the layer's
+    ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
+    after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
+    only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then)."""
+    gather = allgather_time(unit_bytes / (2 if layout.fp8_gather else 1), n, bw, eff)
+    scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff)
+    backward = cost["backward"] + cost["recompute"]
+    if layout.fsdp_gather == "tensor":
+        gather += (tensors - 1) * (n - 1) * eff.latency_s if n > 1 else 0.0
+        return 2 * gather + (overlapped(scatter, backward, gpu, eff) if layout.overlap_grad_reduce else scatter)
+    if not layout.reshard_after_forward:
+        return overlapped(gather, cost["forward"], gpu, eff) / layout.micro_batches \
+            + overlapped(scatter, backward, gpu, eff)
+    return overlapped(gather, cost["forward"], gpu, eff) + overlapped(gather + scatter, backward, gpu, eff)

@@ -23,7 +23,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "KERNELS",
+           "DTYPES", "KERNELS", "CP_METHODS",
            "check_layout", "check_recompute_modules",
            "stage_layers", "placement_note", "even_chunks"]
 
@@ -32,6 +32,7 @@ RECOMPUTE = ("none", "selective", "op", "full")  # "op": torchtitan's per-op sel
 # Megatron-Core's --recompute-modules (selective granularity; TransformerConfig.recompute_modules)
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts")
 DTYPES = ("bf16", "fp8")
+CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
 
@@ -80,6 +81,9 @@ class Layout:
     overlap_grad_reduce: bool = False  # Megatron-LM of 2021 reduced gradients after the flush
     scatter_gather: bool = True      # p2p sends 1/t of the activation per TP rank (Narayanan Sec. 4.1)
     cp: int = 1                      # context parallelism: the sequence split over cp ranks
+    cp_method: str = "ring"          # ring (K/V blocks around the CP ring, behind block attention) | allgather
+                                     # (Llama 3's: K/V all-gathered, exposed) | ulysses (DeepSpeed-Ulysses:
+                                     # all-to-alls from sequence to heads and back, exposed)
     ep: int = 1                      # expert parallelism: the experts split over ep ranks of DP x CP
     expert_tp: int | None = None     # expert tensor parallelism (ETP); None: TP's degree.  ETP < TP
                                      # carves EP x ETP out of TP x CP x DP (Megatron-Core's MoE layout)
@@ -223,6 +227,13 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if model.seq_len % (2 * layout.cp if layout.cp > 1 else 1):
         raise PlanError(f"CP={layout.cp} does not divide the {model.seq_len}-token sequence into "
                         f"2 x CP = {2 * layout.cp} equal chunks (causal load balancing)")
+    if layout.cp_method not in CP_METHODS:
+        raise PlanError(f"cp_method must be one of {', '.join(CP_METHODS)}, got {layout.cp_method!r}")
+    if layout.cp > 1 and layout.cp_method == "ulysses":
+        split, kv = layout.tp * layout.cp, (model.heads if model.is_mla else model.kv_head_count)
+        if model.heads % split or kv % split:
+            raise PlanError(f"Ulysses splits the heads over TP x CP = {split}: it does not divide the "
+                            f"{model.heads} heads and {kv} key/value heads (use ring or allgather CP)")
     if layout.ep > 1 and not model.is_moe:
         raise PlanError(f"EP={layout.ep} needs a mixture-of-experts model (this one is dense)")
     if model.is_moe and model.experts % layout.ep:

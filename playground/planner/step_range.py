@@ -42,6 +42,7 @@ SETTINGS = {
     "overlap_grad_reduce": (False, True),
     "sequence_parallel": (False, True),
     "tp_overlap": ("none", "forward", "all"),
+    "cp_method": ("ring", "allgather", "ulysses"),
     # dropless routing: the busiest EP rank over the mean.  The MoE Model Zoo's Qwen3-235B runs lose
     # 9-25% of their throughput dropless against forced balance (best_practice/Qwen3/readme.md)
     "moe_imbalance": (1.0, 1.25, 1.5),

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
+from playground.planner.comm_costs import context_parallel_time, fsdp_exposed_time
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
@@ -129,16 +130,7 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
         tp = overlapped(tp, (3 + rc) * gemms, gpu, eff)
     elif t > 1 and layout.tp_overlap == "forward":  # the forward passes' only; backward's stay exposed
         tp = overlapped(one_ar * (2 + 2 * rc), (1 + rc) * gemms, gpu, eff) + 2 * one_ar
-    cp = 0.0
-    if c > 1:  # ring attention: c - 1 K/V passes, each hidden behind one block of attention
-        _, cp_bw = context_parallel_link(layout, cluster)
-        kv = model.heads if model.is_mla else model.kv_head_count
-        block = T * kv * (model.head_size + model.value_head_size) * BYTES / t
-        one = eff.latency_s + block / (eff.link * cp_bw)
-        # a sliding-window layer needs only the blocks its window reaches back to
-        passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
-        step = fwd["attention"] / (passes + 1)
-        cp = passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
+    cp = context_parallel_time(model, cluster, layout, eff, fwd["attention"], T, rc, local) if c > 1 else 0.0
     ep = 0.0
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
         tokens = T / (t if layout.sequence_parallel else 1)
@@ -158,30 +150,6 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     return {"forward": f, "backward": backward, "compute": f + backward, "recompute": recompute, "tp": tp,
             "cp": cp, "ep": ep,
             "parts": fwd}
-
-
-def _zero3_exposed(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout,
-                   tensors: int = 1) -> float:
-    """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
-    backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
-    ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
-    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight, an
-    fp32 reduce-scatter (``grad_reduce="fp32"``) 4 bytes a gradient.
-
-    ``fsdp_gather="tensor"`` is early DeepSpeed ZeRO-3 (its ``_allgather_param``): each of the layer's
-    ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
-    after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
-    only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then)."""
-    gather = allgather_time(unit_bytes / (2 if layout.fp8_gather else 1), n, bw, eff)
-    scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff)
-    backward = cost["backward"] + cost["recompute"]
-    if layout.fsdp_gather == "tensor":
-        gather += (tensors - 1) * (n - 1) * eff.latency_s if n > 1 else 0.0
-        return 2 * gather + (overlapped(scatter, backward, gpu, eff) if layout.overlap_grad_reduce else scatter)
-    if not layout.reshard_after_forward:
-        return overlapped(gather, cost["forward"], gpu, eff) / layout.micro_batches \
-            + overlapped(scatter, backward, gpu, eff)
-    return overlapped(gather, cost["forward"], gpu, eff) + overlapped(gather + scatter, backward, gpu, eff)
 
 
 def power_clock(cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
@@ -228,7 +196,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
-            row["zero3"] = sum(counts[moe] * _zero3_exposed(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout,
+            row["zero3"] = sum(counts[moe] * fsdp_exposed_time(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout,
                                                             model.dense_layer_tensors()) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,

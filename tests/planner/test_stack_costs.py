@@ -318,3 +318,28 @@ def test_group_limited_routing_sends_a_token_to_fewer_nodes():
     assert dispatch_time(v3, lay, h800, 4096) < dispatch_time(free, lay, h800, 4096)
     with pytest.raises(PlanError, match="group-limited routing needs expert groups dividing the 256 experts"):
         replace(v3, expert_groups=7)
+
+
+def test_the_three_ways_to_share_k_and_v_under_context_parallelism():
+    """Ring attention hides its K/V passes behind block attention; Llama 3's all-gather CP gathers the
+    whole sequence's K/V before attention and reduce-scatters its gradients after, exposed; Ulysses
+    all-to-alls Q, K, V and the output, (c - 1) / c of each, forward and backward, exposed."""
+    from playground.planner.comm_costs import allgather_time, context_parallel_link, context_parallel_time
+    model, c = replace(preset("llama3-8b"), seq_len=131072), 8
+    ring = Layout.today(1, 1, 1, cp=c, global_batch=1, recompute="full")
+    T, kv_bytes = 131072 / c, 131072 / c * 8 * 256 * BYTES     # 8 KV heads of 128 for K and V
+    _, bw = context_parallel_link(ring, H100)
+    gather = context_parallel_time(model, H100, replace(ring, cp_method="allgather"), EFFICIENCY, 1.0, T, 1.0, False)
+    assert gather == pytest.approx(3 * allgather_time(kv_bytes * c, c, bw, EFFICIENCY))
+    ulysses = context_parallel_time(model, H100, replace(ring, cp_method="ulysses"), EFFICIENCY, 1.0, T, 1.0, False)
+    q_out = T * 32 * 256 * BYTES
+    assert ulysses == pytest.approx(3 * (4 * (c - 1) * EFFICIENCY.latency_s
+                                         + (c - 1) / c * (kv_bytes + q_out) / (EFFICIENCY.link * bw)))
+    times = {m: predict(model, H100, replace(ring, cp_method=m))["time_breakdown"]["cp_comm_exposed"]
+             for m in ("ring", "allgather", "ulysses")}
+    assert 0 < times["ring"] < times["ulysses"] < times["allgather"]
+
+
+def test_ulysses_needs_the_heads_to_split_over_tp_times_cp():
+    with pytest.raises(PlanError, match="Ulysses splits the heads over TP x CP = 16"):
+        predict(LLAMA, H100, Layout.today(2, 1, 1, cp=8, global_batch=1, cp_method="ulysses"))
