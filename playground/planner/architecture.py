@@ -68,6 +68,7 @@ class Model:
     v_head_dim: int | None = None   # MLA: per-head size of values; head_size when None
     sliding_window: int | None = None  # keys a query of a local-attention layer sees (Mistral, Gemma 2/3, gpt-oss)
     local_layers: int = 0           # how many of the layers attend only over that window; the rest, whole
+    max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
     name: str = field(default="", compare=False)
 
     def __post_init__(self):
@@ -114,6 +115,13 @@ class Model:
     def attended_keys(self, local: bool = False) -> int:
         """Keys one query's attention spans: the whole sequence, or a local layer's window."""
         return min(self.seq_len, self.sliding_window) if local and self.local_layers else self.seq_len
+
+    def position_note(self) -> str:
+        """A warning when the sequence planned is longer than the config's positions reach, else ''."""
+        if self.max_positions and self.seq_len > self.max_positions:
+            return (f"the sequence of {self.seq_len:,} tokens is beyond this config's max_position_embeddings "
+                    f"({self.max_positions:,}): pass --seq-len with the length you will train at")
+        return ""
 
     @property
     def is_moe(self) -> bool:

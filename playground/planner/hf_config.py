@@ -8,7 +8,10 @@ Which keys are read, by ``model_type``:
   ``tie_word_embeddings`` (default false), ``hidden_act`` (silu/swiglu: a gated MLP; gelu: not).
   Llama's ``attention_bias`` / ``mlp_bias`` set the biases; Qwen2 always has Q/K/V biases (and no
   others); Qwen3 has a per-head RMSNorm on queries and keys.
-* mixtral: ``num_local_experts`` and ``num_experts_per_tok``; each expert is ``intermediate_size`` wide.
+* mixtral, granitemoe: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
+  ``intermediate_size`` wide.  olmoe (and dense olmo2): the same with ``num_experts``, and Q/K norms
+  (OLMo's span the whole projection, not one head: a few thousand weights a layer more than ``Model``'s
+  per-head norms count).
 * qwen2_moe / qwen3_moe: ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
   ``shared_expert_intermediate_size`` (qwen2_moe, with its sigmoid gate; qwen3_moe has no shared
   expert), and ``decoder_sparse_step`` / ``mlp_only_layers``, which make some layers dense.  ``Model``
@@ -60,7 +63,8 @@ from playground.planner.errors import PlanError
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
-LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe")
+LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "olmoe",
+               "olmo2")
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
@@ -127,7 +131,8 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
                  head_dim=None if head_dim == hidden // heads else head_dim,  # one spelling per shape
                  gated_mlp=kind in GEMMA or _gated(keys),
                  tied_embeddings=keys.bool("tie_word_embeddings", kind in GEMMA),  # Gemma ties by default
-                 position_embeddings=False, norm="rmsnorm", name=name)
+                 position_embeddings=False, norm="rmsnorm", name=name,
+                 max_positions=keys.int("max_position_embeddings", None))
     if kind in GEMMA:   # GeGLU whatever the activation's name; Gemma 2 and 3 norm after each block too
         _gelu(keys)
         shape.update(sandwich_norm=kind != "gemma")
@@ -144,11 +149,11 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
             raise PlanError(f"{source}: attention_bias without mlp_bias can't be counted "
                             "(Model keeps the output-projection and MLP biases together)")
         shape.update(qkv_bias=attention_bias, proj_bias=attention_bias and mlp_bias)
-    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text") or \
+    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2") or \
         (kind == "glm4_moe" and keys.bool("use_qk_norm", False))
-    if kind == "mixtral":
-        shape.update(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"),
-                     moe_ffn=shape["ffn"])
+    if kind in ("mixtral", "granitemoe", "olmoe"):
+        shape.update(experts=keys.int("num_experts" if kind == "olmoe" else "num_local_experts"),
+                     top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"])
     elif kind in ("qwen2_moe", "qwen3_moe"):
         shape.update(_qwen_moe(keys, kind, layers))
     elif kind in DEEPSEEK:

@@ -57,6 +57,8 @@ def _predict(opts, eff) -> dict:
     dp = degrees.get("dp") or max(1, gpus // (tp * pp * knobs.get("cp", 1)))
     layout = Layout.today(tp, pp, dp, global_batch=seqs, **knobs)
     result = predict_range(model, cluster, layout, unstated, eff, gpus=gpus)
+    if model.position_note():
+        result["caveats"] = result["caveats"] + [model.position_note()]
     if not result["memory"]["fits"]:   # what one change would make it fit, as the capacity planner says
         advice = [{k: a[k] for k in ("change", "memory_bytes")}
                   for a in fit_advice(model, layout, cluster.gpu, layout.gpus)[:4]]

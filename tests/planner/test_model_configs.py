@@ -171,7 +171,7 @@ def test_unknown_preset_lists_the_known_ones():
 # config.json files of families beyond Llama's, as their model repositories publish them (the keys the
 # planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
-# zai-org/GLM-4.5 and -Air
+# zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924
 FAMILIES = CONFIGS / "families"
 
 
@@ -249,3 +249,27 @@ def test_sliding_window_layers_are_read_from_layer_types_or_the_familys_rule():
     assert model_from_hf_dict(gemma3).local_layers == 40                               # 5 local to 1 global
     with pytest.raises(PlanError, match="'layer_types' must list one type for each of the 36 layers"):
         model_from_hf_dict(json.loads((FAMILIES / "gpt-oss-120b" / "config.json").read_text()) | {"layer_types": ["full"]})
+
+
+def test_olmoe_and_granite_moe_read_mixtrals_expert_keys():
+    """OLMoE-1B-7B (Muennighoff et al. 2024: 6.9B total, 1.3B active): 64 experts of 1024 in every
+    layer, 8 a token, Q/K norms; Granite's MoE names its experts as Mixtral does."""
+    olmoe = family("olmoe-1b-7b")
+    assert (olmoe.experts, olmoe.top_k, olmoe.expert_width, olmoe.qk_norm) == (64, 8, 1024, True)
+    assert within_published_rounding(olmoe.param_count, "6.9") and within_published_rounding(olmoe.active_param_count, "1.3")
+    granite = model_from_hf_dict({"model_type": "granitemoe", "num_hidden_layers": 24, "hidden_size": 1024,
+                                  "num_attention_heads": 16, "num_key_value_heads": 8, "intermediate_size": 512,
+                                  "vocab_size": 49155, "num_local_experts": 32, "num_experts_per_tok": 8,
+                                  "tie_word_embeddings": True, "hidden_act": "silu"})
+    assert (granite.experts, granite.top_k, granite.expert_width) == (32, 8, 512)
+
+
+def test_a_sequence_beyond_the_configs_positions_is_warned_about(tmp_path):
+    """OLMoE's positions reach 4,096: planning it at the default 8,192 says so, in the capacity plan
+    and in the step-time report; at its own length nothing is said."""
+    from playground.planner import plan
+    olmoe = family("olmoe-1b-7b")
+    warned = plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8)["warnings"]
+    assert any("beyond this config's max_position_embeddings (4,096)" in w for w in warned)
+    quiet = plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8, seq_len=4096)["warnings"]
+    assert not any("max_position_embeddings" in w for w in quiet)
