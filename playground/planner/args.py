@@ -166,6 +166,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                      "them gathered for the whole step (FSDP2 under PP), more memory, fewer gathers (default: on)")
     lay.add_argument("--fp8-gather", action=_BOOL, default=None, help="FSDP all-gathers weights in float8, "
                      "1 byte per weight (torchtitan's enable_fsdp_float8_all_gather) (default: off)")
+    lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
+                     "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
+                     "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
     lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
                      "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
                      "(default: 1, forced balance)")
@@ -286,7 +289,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
-                "grad_reduce", "cp_method"):
+                "grad_reduce", "cp_method", "fp8_activations"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

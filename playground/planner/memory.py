@@ -102,27 +102,31 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
 
 
 def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0,
-                     modules: tuple = ()) -> tuple[float, float]:
+                     modules: tuple = (), fp8: bool = False) -> tuple[float, float]:
     """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
     parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's.
     ``modules``: Megatron-Core's selective recompute modules, whose outputs (``layernorm``: the
     norms'; ``mla_up_proj``: Q, K and V; ``moe_act``: the experts' activation) or insides (``mlp``,
-    ``moe``, ``shared_experts``: everything past their input) are not kept."""
+    ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what the
+    linear layers read is kept in FP8, 1 byte (DeepSeek-V3: the norms' outputs, MLA's latents, the
+    dispatched copies, the MLP's inputs and products); Q, K, V, the attention output, the residual
+    stream and the router's logits stay as they were."""
     h, a, k = model.hidden, model.heads, model.kv_head_count
     d, dv = model.head_size, model.value_head_size
-    norms = 2 if "layernorm" in modules else 4          # both norms' inputs, and outputs unless recomputed
-    whole = BYTES * norms * h + (2 * h if dropout else 0)   # ... and the two dropout masks
+    lin = 1 if fp8 else BYTES                           # bytes of one saved element a linear layer reads
+    outputs = 0 if "layernorm" in modules else 2 * h    # both norms' outputs, unless recomputed
+    whole = BYTES * 2 * h + lin * outputs + (2 * h if dropout else 0)   # their inputs; the two dropout masks
     if model.is_mla:  # the latents and their norms (down-projections are not split over TP)
-        whole += BYTES * (2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_rope_dim)
+        whole += lin * (2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_rope_dim)
         k = a
     qkv = 0 if "mla_up_proj" in modules and model.is_mla else BYTES * (a * d + k * d + k * dv)
     split = qkv + BYTES * a * dv                        # Q, K, V and the attention output
-    mlp = lambda f: BYTES * (3 if model.gated_mlp else 2) * f  # noqa: E731  (gate, up, product | in, act)
+    mlp = lambda f: lin * (3 if model.gated_mlp else 2) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:
         if "moe" not in modules:
             whole += 4 * model.experts                  # the router's fp32 logits
-            act = BYTES * model.expert_width if "moe_act" in modules else 0
-            split += imbalance * model.top_k * (BYTES * 2 * h + mlp(model.expert_width) - act)
+            act = lin * model.expert_width if "moe_act" in modules else 0
+            split += imbalance * model.top_k * ((lin + BYTES) * h + mlp(model.expert_width) - act)
         if model.shared_width and not {"moe", "shared_experts"} & set(modules):
             split += mlp(model.shared_width)            # dispatched copy, its MLP, its output; the shared MLP
     elif "mlp" not in modules:
@@ -143,7 +147,8 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
             + 4 * model.heads * tokens / t
     modules = layout.selective_modules
-    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules)
+    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules,
+                                    layout.fp8_activations)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row

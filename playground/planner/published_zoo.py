@@ -85,14 +85,13 @@ DEEPSEEK_V3 = PublishedStackRun(
     preset("deepseek-v3"),
     Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, zero_stage=1, dtype="fp8",
                  ep_dispatch="deepep", ep_overlap=True, recompute="selective",
-                 recompute_modules=("layernorm", "mla_up_proj")),
+                 recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True),
     ("micro_batch", "grad_reduce"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
     note=("the whole pre-training's average (batch ramp, the MTP module, any downtime included; the model takes "
           "batch 15,360 and no MTP); DualPipe taken as 1F1B with the all-to-alls behind the paired micro-batch "
           "(ep_overlap; its smaller bubble not modelled); DeepEP with node-limited routing (each token to at "
-          "most 4 nodes: the config's n_group 8, topk_group 4); recompute of RMSNorm and the MLA "
-          "up-projections (Megatron-Core's modules layernorm, mla_up_proj); micro-batch not stated (1 taken)"),
-    memory_misfit=("the memory model keeps bf16 activations of 16 in-flight micro-batches (98 GiB with the norms "
-                   "and up-projections recomputed); DeepSeek caches the linear layers' inputs in FP8 and recomputes "
-                   "SwiGLU's output, which Layout does not say"),
+          "most 4 nodes: the config's n_group 8, topk_group 4); RMSNorm, the MLA up-projections and the "
+          "MoE SwiGLU's output recomputed (Megatron-Core's modules layernorm, mla_up_proj, moe_act) and the "
+          "linear layers' inputs cached in FP8 (Sec. 3.3.4: fp8_activations; the attention output's E5M6 "
+          "counted in bf16); the EMA kept on the CPU (nothing on the GPU); micro-batch not stated (1 taken)"),
     cite="deepseek2024v3")

@@ -177,3 +177,20 @@ def test_the_model_zoos_pp32_run_fits_once_its_norms_and_activations_are_recompu
 def test_recompute_modules_that_cannot_apply_are_refused(modules, message):
     with pytest.raises(PlanError, match=message):
         memory_per_gpu(LLAMA8, Layout.today(recompute="selective", recompute_modules=modules))
+
+
+def test_fp8_activation_caching_halves_what_the_linear_layers_read_and_deepseek_v3_fits_as_it_ran():
+    """DeepSeek-V3 Sec. 3.3.4: the linear layers' inputs cached in FP8. In a dense Llama layer they
+    are both norms' outputs (2 h) and the MLP's gate, up and product (3 f): one byte saved on each;
+    Q, K, V, the attention output and the residual stream stay in bf16.  With its recompute modules
+    and that caching DeepSeek-V3's PP 16 x EP 64 fits on its H800s; in bf16 it would not."""
+    lay = Layout.today(recompute="selective", dtype="fp8")
+    h, f, s = 4096, 14336, 8192
+    saved = layer_activation_bytes(LLAMA8, lay) - layer_activation_bytes(LLAMA8, replace(lay, fp8_activations=True))
+    assert saved == pytest.approx(s * (2 * h + 3 * f))
+    deepseek = Layout.today(1, 16, 128, ep=64, global_batch=15360, dtype="fp8", recompute="selective",
+                            recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True)
+    assert memory_per_gpu(preset("deepseek-v3"), deepseek, "H800")["fits"]
+    assert not memory_per_gpu(preset("deepseek-v3"), replace(deepseek, fp8_activations=False), "H800")["fits"]
+    with pytest.raises(PlanError, match="needs --dtype fp8"):
+        memory_per_gpu(LLAMA8, Layout.today(fp8_activations=True))
