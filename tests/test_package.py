@@ -27,7 +27,8 @@ RUNS = {
     "zero": {"runs", "zero3_runs", "peak_runs"},
     "systems_map": {"tp_measure", "ring_attention_runs", "expert_parallel_runs", "compose", "compose_torch",
                     "key_bias", "placement", "cp_runs", "dropless_runs"},
-    "planner": {"measure", "replay", "peer_model", "capacity_explorer", "args", "cli", "step_time_cli"},
+    "planner": {"measure", "replay", "peer_model", "capacity_explorer", "args", "flag_values", "layout_flags", "cli",
+                "step_time_cli"},
     "failures": {"checkpoint_runs", "restart_runs", "straggler_runs", "hang_runs"},
 }
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
@@ -45,12 +46,14 @@ PLANNER_FLOORS = (
     {"capacity"},
     {"replay"},
     {"peer_model"},
+    {"flag_values"},
+    {"layout_flags"},
     {"args"},
     {"step_time_cli"},
     {"cli"},
     {"capacity_explorer"},  # shows the command line's report of a plan
 )
-COMMAND_LINES = {"args", "cli", "step_time_cli"}
+COMMAND_LINES = {"args", "flag_values", "layout_flags", "cli", "step_time_cli"}
 
 
 MODULES = module_paths()

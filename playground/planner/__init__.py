@@ -1,7 +1,7 @@
 """The planner (chapters 5 and 6): capacity plans, memory per GPU, step time and the layout search.
 
 Data flows one way, from the command line down to the hardware table: ``cli`` and
-``step_time_cli`` (their flags in ``args``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
+``step_time_cli`` (their flags in ``args``, the layout's in ``layout_flags``, numbers read by ``flag_values``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
 GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
 one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``) -> ``memory`` (the one memory model: bytes per

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from dataclasses import replace
@@ -25,30 +24,13 @@ from playground.planner.errors import PlanError
 from playground.planner.hf_config import read_hf_config
 from playground.planner.layout import Cluster, Efficiency
 from playground.planner.presets import preset, preset_names
+from playground.planner.flag_values import number, parse_number, whole
+from playground.planner.layout_flags import add_layout_arguments, layout_knobs, unstated_from_args
 from playground.planner.step_range import SETTINGS
 
 __all__ = ["parse_number", "planner_parser", "glue_negative_values", "resolve_model", "layout_knobs",
            "number", "whole", "cluster_from_args", "run_command", "efficiency_from_args",
            "efficiency_line", "efficiency_note", "unstated_from_args"]
-
-_SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15,
-           "ki": 2 ** 10, "mi": 2 ** 20, "gi": 2 ** 30, "ti": 2 ** 40}
-
-
-def parse_number(text: str) -> float:
-    """'175e9', '175B', '1.4T', '4M' (4e6), '16Mi' (2^24) -> float; anything else -> PlanError."""
-    t = str(text).strip()
-    scale = 1.0
-    for suffix in sorted(_SUFFIX, key=len, reverse=True):
-        if t.lower().endswith(suffix) and t[:-len(suffix)][-1:].replace(".", "0").isdigit():
-            scale, t = _SUFFIX[suffix], t[:-len(suffix)]
-            break
-    try:
-        value = float(t) * scale
-    except ValueError:
-        raise PlanError(f"not a number: {text!r}") from None
-    return value
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line on stderr, exit status 2, no usage dump
@@ -114,80 +96,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "(default: the hardware table's, 50 GB/s on H100)")
     h.add_argument("--power-limit", metavar="W", help="board power limit each GPU runs under, watts; below the "
                    "GPU's TDP its tensor cores clock down as (limit / TDP)^0.5 (default: the TDP, 700 W on H100)")
-    lay = p.add_argument_group("layout (not given: --gpus alone searches for the fastest layout that fits)")
-    for flag, text in (("tp", "tensor-parallel degree (default: 1)"), ("pp", "pipeline stages (default: 1)"),
-                       ("vpp", "virtual stages per GPU, interleaved 1F1B (default: 1)"),
-                       ("cp", "context-parallel degree: the sequence split (default: 1)"),
-                       ("ep", "expert-parallel degree, within DP x CP (default: 1)"),
-                       ("expert-tp", "expert tensor-parallel degree, dividing TP; below TP, EP x expert TP spans "
-                                     "TP x CP x DP (default: TP's)"),
-                       ("dp", "data-parallel degree (default: GPUs / (TP x PP x CP))"),
-                       ("micro-batch-size", "sequences per micro-batch (default: 1)"),
-                       ("first-stage-layers", "layers on the first pipeline stage (default: as Megatron "
-                                              "places them)"),
-                       ("last-stage-layers", "layers on the last pipeline stage (default: as Megatron)"),
-                       ("hsdp", "ZeRO-3 as HSDP: shard over this many GPUs, replicate across (implies "
-                                "--zero-stage 3; default: plain FSDP, sharded over all of DP x CP)")):
-        lay.add_argument(f"--{flag}", metavar="N", help=text)
-    lay.add_argument("--zero-stage", choices=("0", "1", "2", "3"), help="ZeRO stage; 3 = FSDP (default: 1, the "
-                     "distributed optimizer, when DP x CP > 1; the search tries 1-3)")
-    lay.add_argument("--recompute", choices=("none", "selective", "op", "full"), help="activation recomputation: "
-                     "selective is Megatron's (the attention core again), op torchtitan's per-op checkpointing "
-                     "(every other matmul and the element-wise ops again) (default: none; the search tries none, "
-                     "selective, op, then full)")
-    lay.add_argument("--cp-method", choices=("ring", "allgather", "ulysses"), help="how context parallelism "
-                     "shares K and V: ring (blocks passed around the CP ring behind block attention: ring attention, "
-                     "Megatron-Core's p2p), allgather (the sequence's K/V gathered before attention, exposed: "
-                     "Llama 3's) or ulysses (all-to-alls from sequence to head shards and back, exposed: "
-                     "DeepSpeed-Ulysses; the heads must split over TP x CP) (default: ring)")
-    lay.add_argument("--recompute-modules", metavar="LIST", help="with selective recomputation, which modules run "
-                     "again, comma-separated, as Megatron-Core's --recompute-modules: core_attn (the attention core), "
-                     "layernorm (the norms' outputs), moe_act (the experts' activation), mla_up_proj (MLA's "
-                     "up-projections), mlp (the dense MLP), moe (the whole MoE layer), shared_experts; implies "
-                     "--recompute selective (default: core_attn)")
-    lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
-                     "the attention core and the logits stay bf16 (default: bf16)")
-    lay.add_argument("--kernels", choices=("fused", "eager"), help="fused: Megatron/Transformer Engine or "
-                     "torch.compile kernels; eager: PyTorch op by op (RMSNorm, RoPE, SwiGLU unfused) "
-                     "(default: fused)")
-    lay.add_argument("--flash-attention", action=_BOOL, default=None, help="fused attention, no s^2 scores "
-                     "(default: on)")
-    lay.add_argument("--attention-kernel", choices=("fa3", "fa2", "fa1"), help="fused attention kernel: on Hopper "
-                     "and later fa3 (FlashAttention-3, cuDNN via Transformer Engine, ~55%% of peak) or fa2 (PyTorch "
-                     "SDPA's FlashAttention-2, ~32%%), before Hopper both are FlashAttention-2 (~55%%); fa1 is "
-                     "FlashAttention-1 or its Triton port, 2022-23's (~33%% on A100) (default: fa3)")
-    lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
-                     "(default: on when TP > 1)")
-    lay.add_argument("--dropout", action=_BOOL, default=None, help="keep dropout masks (default: off)")
-    lay.add_argument("--overlap-grad-reduce", action=_BOOL, default=None, help="reduce gradients during "
-                     "backward (default: on)")
-    lay.add_argument("--reshard-after-forward", action=_BOOL, default=None, help="FSDP: free the gathered "
-                     "weights after each forward and gather again for backward, every micro-batch; off keeps "
-                     "them gathered for the whole step (FSDP2 under PP), more memory, fewer gathers (default: on)")
-    lay.add_argument("--fp8-gather", action=_BOOL, default=None, help="FSDP all-gathers weights in float8, "
-                     "1 byte per weight (torchtitan's enable_fsdp_float8_all_gather) (default: off)")
-    lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
-                     "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
-                     "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
-    lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
-                     "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
-                     "(default: 1, forced balance)")
-    lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
-                     "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
-                     "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
-    lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
-                     "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
-                     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")
-    lay.add_argument("--grad-reduce", choices=("bf16", "fp32"), help="dtype gradients are reduced in (all-reduce "
-                     "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
-                     "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
-                     "(default: fp32)")
-    lay.add_argument("--tp-overlap", choices=("none", "forward", "all"), help="overlap tensor-parallel collectives "
-                     "with the GEMMs beside them: forward (PyTorch's async TP, the forward passes only) or all "
-                     "(Transformer Engine's TP comm overlap) (default: none)")
-    lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
-                     "why each beats the next (default: off; the best is used either way)")
-    lay.add_argument("--top", metavar="N", help="layouts --search prints (default: 5)")
+    add_layout_arguments(p)
     s = p.add_argument_group("speed, money, calendar")
     s.add_argument("--mfu", metavar="F", help="assume this model-FLOPs utilization instead of predicting "
                    "(0-1; default: predicted, or 0.40 without --gpus)")
@@ -197,10 +106,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "from its results file (python -m playground.bench gemm --out FILE); the report says which "
                    "(default: the sourced constants of planner.layout.Efficiency)")
     s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
-                   "from: vpp, recompute, micro-batch, overlap-grad-reduce, sequence-parallel, tp-overlap, cp-method, moe-imbalance, "
-                   "ep-dispatch, ep-overlap, grad-reduce, zero-stage, shard-group; the "
-                   "range "
-                   "spans every value each can take (default: none; the constants' sourced spread is always spanned)")
+                   "from: " + ", ".join(k.replace("_", "-") for k in SETTINGS) + "; the range spans every value "
+                   "each can take (default: none; the constants' sourced spread is always spanned)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
     s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
     f = p.add_argument_group("failures (optional: expected interruptions, checkpoint interval, goodput)")
@@ -214,27 +121,6 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the report "
                    "(default: the text report; the same numbers)")
     return p
-
-
-def number(opts, name: str, positive: bool = True) -> float | None:
-    """``--name`` parsed as a finite number (``7B``, ``1e3``, ``16Mi``), or None when not given."""
-    raw = getattr(opts, name.replace("-", "_"), None)
-    if raw is None:
-        return None
-    try:
-        value = parse_number(raw)
-    except PlanError as e:
-        raise PlanError(f"--{name}: {e}") from None
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise PlanError(f"--{name} must be a positive finite number, got {raw!r}")
-    return value
-
-
-def whole(opts, name: str) -> int | None:
-    value = number(opts, name)
-    if value is not None and value != int(value):
-        raise PlanError(f"--{name} must be a whole number, got {getattr(opts, name.replace('-', '_'))!r}")
-    return None if value is None else int(value)
 
 
 def resolve_model(opts) -> Model | None:
@@ -262,49 +148,6 @@ def resolve_model(opts) -> Model | None:
     if "experts" in given and "moe_ffn" not in given and not base.moe_ffn:
         given["moe_ffn"] = base.ffn_width
     return replace(base, **given) if given else base
-
-
-def layout_knobs(opts) -> dict:
-    """The layout flags that were given, as ``plan`` / ``Layout`` keywords."""
-    knobs = {k: whole(opts, f) for k, f in (("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"), ("ep", "ep"),
-                                            ("expert_tp", "expert-tp"), ("dp", "dp"), ("micro_batch", "micro-batch-size"),
-                                            ("first_stage_layers", "first-stage-layers"),
-                                            ("last_stage_layers", "last-stage-layers"), ("shard_group", "hsdp"))}
-    if opts.zero_stage is not None:
-        knobs["zero_stage"] = int(opts.zero_stage)
-    if getattr(opts, "moe_imbalance", None) is not None:
-        knobs["moe_imbalance"] = number(opts, "moe-imbalance")
-    if knobs.get("shard_group"):
-        if knobs.get("zero_stage", 3) != 3:
-            raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
-        knobs["zero_stage"] = 3
-    modules = getattr(opts, "recompute_modules", None)
-    if modules is not None:
-        if opts.recompute not in (None, "selective"):
-            raise PlanError(f"--recompute-modules chooses what selective recomputation runs again; it does not go "
-                            f"with --recompute {opts.recompute}")
-        knobs["recompute"] = "selective"
-        knobs["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
-        if not knobs["recompute_modules"]:
-            raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
-    for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
-                "grad_reduce", "cp_method", "fp8_activations"):
-        knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
-    return {k: v for k, v in knobs.items() if v is not None}
-
-
-def unstated_from_args(opts) -> tuple[str, ...]:
-    """``--unstated vpp,micro-batch`` -> ("vpp", "micro_batch"), each checked against what can vary."""
-    text = getattr(opts, "unstated", None)
-    if not text:
-        return ()
-    fields = tuple(f.strip().replace("-", "_") for f in text.split(",") if f.strip())
-    bad = [f for f in fields if f not in SETTINGS]
-    if bad:
-        raise PlanError(f"--unstated: cannot vary {', '.join(bad)}; choose from "
-                        + ", ".join(k.replace("_", "-") for k in SETTINGS))
-    return fields
 
 
 def glue_negative_values(argv: list[str]) -> list[str]:

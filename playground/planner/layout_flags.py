@@ -1,0 +1,136 @@
+"""The layout flags of the planner's two commands: their definitions (``add_layout_arguments``), the
+``Layout`` keywords the given ones make (``layout_knobs``: what was not given is left out, so that
+today's defaults, ``Layout.today``, apply) and ``--unstated`` (``unstated_from_args``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from playground.planner.errors import PlanError
+from playground.planner.flag_values import number, whole
+from playground.planner.step_range import SETTINGS
+
+__all__ = ["add_layout_arguments", "layout_knobs", "unstated_from_args"]
+
+_BOOL = argparse.BooleanOptionalAction
+
+
+def add_layout_arguments(p: argparse.ArgumentParser) -> None:
+    """The layout group of flags, each with its default."""
+    lay = p.add_argument_group("layout (not given: --gpus alone searches for the fastest layout that fits)")
+    for flag, text in (("tp", "tensor-parallel degree (default: 1)"), ("pp", "pipeline stages (default: 1)"),
+                       ("vpp", "virtual stages per GPU, interleaved 1F1B (default: 1)"),
+                       ("cp", "context-parallel degree: the sequence split (default: 1)"),
+                       ("ep", "expert-parallel degree, within DP x CP (default: 1)"),
+                       ("expert-tp", "expert tensor-parallel degree, dividing TP; below TP, EP x expert TP spans "
+                                     "TP x CP x DP (default: TP's)"),
+                       ("dp", "data-parallel degree (default: GPUs / (TP x PP x CP))"),
+                       ("micro-batch-size", "sequences per micro-batch (default: 1)"),
+                       ("first-stage-layers", "layers on the first pipeline stage (default: as Megatron "
+                                              "places them)"),
+                       ("last-stage-layers", "layers on the last pipeline stage (default: as Megatron)"),
+                       ("hsdp", "ZeRO-3 as HSDP: shard over this many GPUs, replicate across (implies "
+                                "--zero-stage 3; default: plain FSDP, sharded over all of DP x CP)")):
+        lay.add_argument(f"--{flag}", metavar="N", help=text)
+    lay.add_argument("--zero-stage", choices=("0", "1", "2", "3"), help="ZeRO stage; 3 = FSDP (default: 1, the "
+                     "distributed optimizer, when DP x CP > 1; the search tries 1-3)")
+    lay.add_argument("--recompute", choices=("none", "selective", "op", "full"), help="activation recomputation: "
+                     "selective is Megatron's (the attention core again), op torchtitan's per-op checkpointing "
+                     "(every other matmul and the element-wise ops again) (default: none; the search tries none, "
+                     "selective, op, then full)")
+    lay.add_argument("--cp-method", choices=("ring", "allgather", "ulysses"), help="how context parallelism "
+                     "shares K and V: ring (blocks passed around the CP ring behind block attention: ring attention, "
+                     "Megatron-Core's p2p), allgather (the sequence's K/V gathered before attention, exposed: "
+                     "Llama 3's) or ulysses (all-to-alls from sequence to head shards and back, exposed: "
+                     "DeepSpeed-Ulysses; the heads must split over TP x CP) (default: ring)")
+    lay.add_argument("--recompute-modules", metavar="LIST", help="with selective recomputation, which modules run "
+                     "again, comma-separated, as Megatron-Core's --recompute-modules: core_attn (the attention core), "
+                     "layernorm (the norms' outputs), moe_act (the experts' activation), mla_up_proj (MLA's "
+                     "up-projections), mlp (the dense MLP), moe (the whole MoE layer), shared_experts; implies "
+                     "--recompute selective (default: core_attn)")
+    lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
+                     "the attention core and the logits stay bf16 (default: bf16)")
+    lay.add_argument("--kernels", choices=("fused", "eager"), help="fused: Megatron/Transformer Engine or "
+                     "torch.compile kernels; eager: PyTorch op by op (RMSNorm, RoPE, SwiGLU unfused) "
+                     "(default: fused)")
+    lay.add_argument("--flash-attention", action=_BOOL, default=None, help="fused attention, no s^2 scores "
+                     "(default: on)")
+    lay.add_argument("--attention-kernel", choices=("fa3", "fa2", "fa1"), help="fused attention kernel: on Hopper "
+                     "and later fa3 (FlashAttention-3, cuDNN via Transformer Engine, ~55%% of peak) or fa2 (PyTorch "
+                     "SDPA's FlashAttention-2, ~32%%), before Hopper both are FlashAttention-2 (~55%%); fa1 is "
+                     "FlashAttention-1 or its Triton port, 2022-23's (~33%% on A100) (default: fa3)")
+    lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
+                     "(default: on when TP > 1)")
+    lay.add_argument("--dropout", action=_BOOL, default=None, help="keep dropout masks (default: off)")
+    lay.add_argument("--overlap-grad-reduce", action=_BOOL, default=None, help="reduce gradients during "
+                     "backward (default: on)")
+    lay.add_argument("--reshard-after-forward", action=_BOOL, default=None, help="FSDP: free the gathered "
+                     "weights after each forward and gather again for backward, every micro-batch; off keeps "
+                     "them gathered for the whole step (FSDP2 under PP), more memory, fewer gathers (default: on)")
+    lay.add_argument("--fp8-gather", action=_BOOL, default=None, help="FSDP all-gathers weights in float8, "
+                     "1 byte per weight (torchtitan's enable_fsdp_float8_all_gather) (default: off)")
+    lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
+                     "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
+                     "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
+    lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
+                     "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
+                     "(default: 1, forced balance)")
+    lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
+                     "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
+                     "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
+    lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
+                     "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
+                     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")
+    lay.add_argument("--grad-reduce", choices=("bf16", "fp32"), help="dtype gradients are reduced in (all-reduce "
+                     "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
+                     "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
+                     "(default: fp32)")
+    lay.add_argument("--tp-overlap", choices=("none", "forward", "all"), help="overlap tensor-parallel collectives "
+                     "with the GEMMs beside them: forward (PyTorch's async TP, the forward passes only) or all "
+                     "(Transformer Engine's TP comm overlap) (default: none)")
+    lay.add_argument("--search", action="store_true", help="rank the layouts that fit and print the best few, with "
+                     "why each beats the next (default: off; the best is used either way)")
+    lay.add_argument("--top", metavar="N", help="layouts --search prints (default: 5)")
+
+
+def layout_knobs(opts) -> dict:
+    """The layout flags that were given, as ``plan`` / ``Layout`` keywords."""
+    knobs = {k: whole(opts, f) for k, f in (("tp", "tp"), ("pp", "pp"), ("vpp", "vpp"), ("cp", "cp"), ("ep", "ep"),
+                                            ("expert_tp", "expert-tp"), ("dp", "dp"), ("micro_batch", "micro-batch-size"),
+                                            ("first_stage_layers", "first-stage-layers"),
+                                            ("last_stage_layers", "last-stage-layers"), ("shard_group", "hsdp"))}
+    if opts.zero_stage is not None:
+        knobs["zero_stage"] = int(opts.zero_stage)
+    if getattr(opts, "moe_imbalance", None) is not None:
+        knobs["moe_imbalance"] = number(opts, "moe-imbalance")
+    if knobs.get("shard_group"):
+        if knobs.get("zero_stage", 3) != 3:
+            raise PlanError("--hsdp is ZeRO-3 sharded inside a group: it needs --zero-stage 3 (or none)")
+        knobs["zero_stage"] = 3
+    modules = getattr(opts, "recompute_modules", None)
+    if modules is not None:
+        if opts.recompute not in (None, "selective"):
+            raise PlanError(f"--recompute-modules chooses what selective recomputation runs again; it does not go "
+                            f"with --recompute {opts.recompute}")
+        knobs["recompute"] = "selective"
+        knobs["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
+        if not knobs["recompute_modules"]:
+            raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
+    for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
+                "grad_reduce", "cp_method", "fp8_activations"):
+        knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
+    return {k: v for k, v in knobs.items() if v is not None}
+
+
+def unstated_from_args(opts) -> tuple[str, ...]:
+    """``--unstated vpp,micro-batch`` -> ("vpp", "micro_batch"), each checked against what can vary."""
+    text = getattr(opts, "unstated", None)
+    if not text:
+        return ()
+    fields = tuple(f.strip().replace("-", "_") for f in text.split(",") if f.strip())
+    bad = [f for f in fields if f not in SETTINGS]
+    if bad:
+        raise PlanError(f"--unstated: cannot vary {', '.join(bad)}; choose from "
+                        + ", ".join(k.replace("_", "-") for k in SETTINGS))
+    return fields
