@@ -193,14 +193,15 @@ def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
     backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
     ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
-    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight, an
+    amortized over the micro-batches, none in backward); float8 all-gathers move 1 byte a weight, fp32
+    ones (``fp32_gather``: weights kept in fp32, autocast casting them where used) 4, an
     fp32 reduce-scatter (``grad_reduce="fp32"``) 4 bytes a gradient.
 
     ``fsdp_gather="tensor"`` is early DeepSpeed ZeRO-3 (its ``_allgather_param``): each of the layer's
     ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
     after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
     only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then)."""
-    gather = allgather_time(unit_bytes / (2 if layout.fp8_gather else 1), n, bw, eff)
+    gather = allgather_time(unit_bytes * (0.5 if layout.fp8_gather else 2 if layout.fp32_gather else 1), n, bw, eff)
     scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff)
     backward = cost["backward"] + cost["recompute"]
     if layout.fsdp_gather == "tensor":

@@ -95,6 +95,8 @@ class Layout:
                                      # async TP) | all (Transformer Engine's TP comm overlap)
     reshard_after_forward: bool = True  # FSDP2: free gathered weights after forward (False: keep them all step)
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
+    fp32_gather: bool = False        # FSDP keeps and all-gathers the weights in fp32, 4 bytes each (FSDP1 without
+                                     # a param_dtype under autocast: Composer's DEFAULT, plain Accelerate)
     fp8_activations: bool = False    # linear layers' saved inputs kept in FP8, 1 byte each (DeepSeek-V3 Sec. 3.3.4)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
@@ -275,6 +277,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"attention_kernel must be fa1, fa2 or fa3, got {layout.attention_kernel!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
+    if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):
+        raise PlanError("fp32 gathers are FSDP's (ZeRO stage 3) weights kept in fp32; not with float8 gathers")
     if layout.fp8_activations and layout.dtype != "fp8":
         raise PlanError("FP8 activation caching stores what FP8 GEMMs read: it needs --dtype fp8")
     if layout.ep_overlap and layout.ep == 1:

@@ -69,6 +69,9 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "them gathered for the whole step (FSDP2 under PP), more memory, fewer gathers (default: on)")
     lay.add_argument("--fp8-gather", action=_BOOL, default=None, help="FSDP all-gathers weights in float8, "
                      "1 byte per weight (torchtitan's enable_fsdp_float8_all_gather) (default: off)")
+    lay.add_argument("--fp32-gather", action=_BOOL, default=None, help="FSDP keeps and all-gathers the weights "
+                     "in fp32, 4 bytes per weight, autocast casting them where used (FSDP1 without a param_dtype: "
+                     "Composer's DEFAULT mixed precision) (default: off, bf16 gathers)")
     lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
                      "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
                      "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
@@ -118,7 +121,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
-                "grad_reduce", "cp_method", "fp8_activations"):
+                "grad_reduce", "cp_method", "fp8_activations", "fp32_gather"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

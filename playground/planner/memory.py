@@ -216,9 +216,10 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         states = {k: d_states[k] + e_states[k] for k in d_states}
         buffers = 0.0
         if layout.zero_stage == 3:      # gathered current + prefetched layer, one unsharded layer gradient
-            buffers = 3 * BYTES * (dense + experts) / max(layers, 1)
+            weight = 4 if layout.fp32_gather else BYTES   # fp32 weights (FSDP1 unmixed) have fp32 gradients too
+            buffers = 3 * weight * (dense + experts) / max(layers, 1)
             if not layout.reshard_after_forward:  # every layer of the stage stays gathered
-                buffers += BYTES * (dense + experts) * (1 - 2 / max(layers, 1))
+                buffers += weight * (dense + experts) * (1 - 2 / max(layers, 1))
         in_flight = min(p - i, m) * ((1 + (p - 1) / (p * v)) if v > 1 else 1)
         per_layer = [act_dense] * dense_layers_here + [act_moe] * (layers - dense_layers_here)
         acts = in_flight * sum(per_layer) if layers else 0.0

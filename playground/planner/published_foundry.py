@@ -33,10 +33,10 @@ def mpt(size: str, seq_len: int) -> Model:
 def _row(gpu, size, seq_len, gpus, micro, batch, checkpointing, tps, mode="DEFAULT"):
     layout = Layout.today(1, 1, gpus, micro_batch=micro, global_batch=batch, zero_stage=3,
                           recompute="full" if checkpointing else "none", kernels="eager", attention_kernel="fa1",
-                          grad_reduce="bf16")
+                          grad_reduce="bf16", fp32_gather=mode == "DEFAULT")
     note = (f"FULL_SHARD, mixed precision {mode}: "
-            + ("parameters kept and gathered in fp32 under bf16 autocast, gradients reduced in bf16 (Composer's "
-               "DEFAULT of 2023; the fp32 gathers, 4 bytes a weight, have no Layout field: bf16 taken)"
+            + ("parameters kept and gathered in fp32 under bf16 autocast (fp32_gather), gradients reduced in bf16 "
+               "(Composer's DEFAULT of 2023; autocast's casts of the weights at each use are not counted)"
                if mode == "DEFAULT" else "bf16 parameters and gradients")
             + f"; activation checkpointing {checkpointing} (full); eager PyTorch, Triton FlashAttention (fa1); "
             "FSDP1 through Composer")

@@ -343,3 +343,21 @@ def test_the_three_ways_to_share_k_and_v_under_context_parallelism():
 def test_ulysses_needs_the_heads_to_split_over_tp_times_cp():
     with pytest.raises(PlanError, match="Ulysses splits the heads over TP x CP = 16"):
         predict(LLAMA, H100, Layout.today(2, 1, 1, cp=8, global_batch=1, cp_method="ulysses"))
+
+
+def test_fsdp1_weights_kept_in_fp32_gather_four_bytes_each_and_hold_fp32_buffers():
+    """Composer's DEFAULT mixed precision (FSDP1, no param_dtype, autocast): the flat parameters stay
+    fp32, so every all-gather moves 4 bytes a weight, twice bf16's, and the gathered layers and the
+    unsharded gradient take 4 bytes each."""
+    from playground.planner.comm_costs import fsdp_exposed_time, shard_link
+    from playground.planner.memory import memory_per_gpu
+    lay = replace(FSDP8, fp32_gather=True)
+    cost = {"forward": 0.0, "backward": 0.0, "recompute": 0.0}     # nothing to hide behind: all exposed
+    _, bw = shard_link(lay, H100)
+    fp8, bf16, fp32 = (fsdp_exposed_time(cost, 1e9, 8, bw, H100.gpu, EFFICIENCY, x)
+                       for x in (replace(FSDP8, fp8_gather=True), FSDP8, lay))
+    # two gathers (forward, backward) of 1, 2 or 4 bytes a weight beside one reduce-scatter
+    assert fp32 - bf16 == pytest.approx(2 * (bf16 - fp8))
+    assert memory_per_gpu(LLAMA, lay)["zero3_buffers"] == pytest.approx(2 * memory_per_gpu(LLAMA, FSDP8)["zero3_buffers"])
+    with pytest.raises(PlanError, match="fp32 gathers"):
+        predict(LLAMA, H100, replace(lay, fp8_gather=True))
