@@ -166,7 +166,10 @@ class Layout:
                                           f"FlashAttention-{self.attention_kernel[-1]}"),
                                          (self.tp > 1 and self.tp_overlap != "none", f"TP overlap {self.tp_overlap}"),
                                          (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"),
-                                         (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"))
+                                         (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"),
+                                         (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
+                                         (self.fp8_activations, "FP8 activations"),
+                                         (self.cp > 1 and self.cp_method != "ring", f"{self.cp_method} CP"))
                  if on]
         recompute = self.recompute + (f" ({' '.join(self.recompute_modules)})"
                                       if self.recompute_modules and self.recompute == "selective" else "")
@@ -278,7 +281,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):
-        raise PlanError("fp32 gathers are FSDP's (ZeRO stage 3) weights kept in fp32; not with float8 gathers")
+        raise PlanError("fp32 gathers are FSDP's weights kept in fp32: they need ZeRO stage 3 (--zero-stage 3)"
+                        if layout.zero_stage != 3 else "fp32 gathers and float8 gathers exclude each other")
     if layout.fp8_activations and layout.dtype != "fp8":
         raise PlanError("FP8 activation caching stores what FP8 GEMMs read: it needs --dtype fp8")
     if layout.ep_overlap and layout.ep == 1:

@@ -359,5 +359,7 @@ def test_fsdp1_weights_kept_in_fp32_gather_four_bytes_each_and_hold_fp32_buffers
     # two gathers (forward, backward) of 1, 2 or 4 bytes a weight beside one reduce-scatter
     assert fp32 - bf16 == pytest.approx(2 * (bf16 - fp8))
     assert memory_per_gpu(LLAMA, lay)["zero3_buffers"] == pytest.approx(2 * memory_per_gpu(LLAMA, FSDP8)["zero3_buffers"])
-    with pytest.raises(PlanError, match="fp32 gathers"):
+    with pytest.raises(PlanError, match="exclude each other"):
         predict(LLAMA, H100, replace(lay, fp8_gather=True))
+    with pytest.raises(PlanError, match="need ZeRO stage 3"):
+        predict(LLAMA, H100, replace(lay, zero_stage=1))
