@@ -202,7 +202,8 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     if gpus is not None and not speed_given:
         prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
         warnings += prediction["caveats"]
-    warnings += [m.position_note()] if m.position_note() else []
+    if m.position_note():
+        warnings.append(m.position_note())
 
     # one source of speed for every figure
     if prediction is not None:

@@ -164,7 +164,7 @@ def pipeline_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
 
 
 def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, attention: float,
-                      T: float, rc: float, local: bool) -> float:
+                          T: float, rc: float, local: bool) -> float:
     """Seconds CP's communication adds to one layer and micro-batch (forward, recomputed forward and
     backward).  Ring: c - 1 passes of this rank's K/V block, each behind one block of attention, and
     K/V with their gradients backward (a sliding-window layer passes only the blocks its window
@@ -189,7 +189,7 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
 
 
 def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout,
-                   tensors: int = 1) -> float:
+                      tensors: int = 1) -> float:
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
     backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
     ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather

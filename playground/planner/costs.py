@@ -110,7 +110,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 4 * model.top_k * T * h / t          # permute and unpermute the dispatched copies
     else:
         width = model.ffn_width
-    mlp_act = 2 * 2 * T * width / t * (1.5 if model.gated_mlp else 1)  # GeLU / SwiGLU read + write
+    mlp_act = activation_bytes(model, T, width, t)
     if layout.kernels == "eager":
         replicated += eager_extra_bytes(model, T, layout.tp if layout.sequence_parallel else 1)
         mlp_act += 4 * T * width / t if model.gated_mlp else 0            # silu, then the product apart
@@ -118,6 +118,12 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward}
+
+
+def activation_bytes(model: Model, tokens: float, width: float, tp: int) -> float:
+    """HBM bytes an MLP's activation (GeLU, or SwiGLU's gate and product) reads and writes for
+    ``tokens`` tokens through ``width`` columns split over ``tp`` ranks."""
+    return 2 * 2 * tokens * width / tp * (1.5 if model.gated_mlp else 1)
 
 
 def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False,
@@ -141,8 +147,8 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
         seconds += fwd["attention"] if layout.flash_attention else \
             sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, b, t, layout.cp, layout.ep, moe, local=local)
                 if g[0] in ATTENTION_CORE)
-    act = lambda width: 2 * 2 * T * width / t * (1.5 if model.gated_mlp else 1)  # noqa: E731  read + write
-    moved = {"layernorm": 8 * T * h / (t if layout.sequence_parallel else 1)}
+    act = lambda width: activation_bytes(model, T, width, t)  # noqa: E731
+    moved = {"layernorm": 8 * T * h / (t if layout.sequence_parallel else 1)}   # 2 norms, 4 T h each
     if moe:
         routed = act(model.top_k * model.expert_width) * layout.moe_imbalance
         shared = act(model.shared_width) if model.shared_width else 0.0
