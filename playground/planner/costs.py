@@ -92,6 +92,8 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
                          + gemm_time(c, K, N, M, gpu, eff, layout.dtype, out_bytes=8)) * pace(name)
                         for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
+    if layout.fp32_gather:   # autocast casts each fp32 weight to bf16 where it is used: read 4 B, write 2
+        cast += 6 * sum(c * K * N for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
         executed = causal_executed(s, keys)  # 128 x 128 blocks: the diagonal ones run whole
         attn_t = executed * sum(2 * c * M * N * K for _, c, M, N, K in core) \

@@ -36,7 +36,7 @@ def _row(gpu, size, seq_len, gpus, micro, batch, checkpointing, tps, mode="DEFAU
                           grad_reduce="bf16", fp32_gather=mode == "DEFAULT")
     note = (f"FULL_SHARD, mixed precision {mode}: "
             + ("parameters kept and gathered in fp32 under bf16 autocast (fp32_gather), gradients reduced in bf16 "
-               "(Composer's DEFAULT of 2023; autocast's casts of the weights at each use are not counted)"
+               "(Composer's DEFAULT of 2023; autocast casting each weight to bf16 where it is used, counted)"
                if mode == "DEFAULT" else "bf16 parameters and gradients")
             + f"; activation checkpointing {checkpointing} (full); eager PyTorch, Triton FlashAttention (fa1); "
             "FSDP1 through Composer")

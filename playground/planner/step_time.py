@@ -61,8 +61,11 @@
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
 * **FP8** (``dtype="fp8"``): GEMMs at ``eta_fp8`` of the FP8 peak of the hardware table, each
   operand scaled and cast first (``fp8_cast_bytes``: 6 B per element over HBM); the attention core,
-  the logits, element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are always against
-  the dense BF16 peak, so that an FP8 run's MFU compares with a bf16 run's.
+  the logits, element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are
+  always against the dense BF16 peak, so that an FP8 run's MFU compares with a bf16 run's.
+* weights FSDP keeps in **fp32** (``fp32_gather``) are cast to bf16 by autocast where each is used:
+  6 B per weight element each forward, twice that in backward (the gradient cast back to fp32, then
+  to bf16 for the reduction).
 
 The constants are in ``Efficiency`` with where each comes from; none is fitted to a row of the
 validation table (``playground.planner.published_layouts``).  Hardware numbers come from
