@@ -70,10 +70,10 @@ def test_the_command_line_reports_the_range_in_text_and_json():
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "colour" in bad.stderr
 
 
-def test_a_kind_of_model_every_published_run_of_which_ran_slower_is_flagged_with_the_live_ratios():
-    """The report's caveats are computed from the published rows, not quoted: a mixture of experts
-    and a sequence beyond 64K get one line each while all their rows replay optimistic; a dense 8K
-    model gets none."""
+def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_the_live_ratios():
+    """The report's caveats are computed from the published rows, not quoted: a mixture of experts,
+    a sequence beyond 64K and FSDP on full-power Hoppers get one line each while all their rows
+    replay optimistic; a dense 8K model on its own gets none."""
     from playground.planner import preset
     from playground.planner.published_row import published_metric
     from playground.planner.published_stacks import STACK_RUNS
@@ -85,3 +85,10 @@ def test_a_kind_of_model_every_published_run_of_which_ran_slower_is_flagged_with
     assert "beyond 64K" in validation_caveats(replace(preset("llama3-8b"), seq_len=131072))[0]
     result = predict_range(preset("mixtral-8x7b"), Cluster.of("H100"), Layout.today(1, 1, 8, ep=8, global_batch=64))
     assert result["caveats"] == [line]
+    # FSDP on Hopper at full power is a kind of layout: its line needs the cluster and the layout,
+    # and a 500 W cap (where torchtitan's FSDP rows fit) takes it away
+    fsdp = Layout.today(1, 1, 8, global_batch=64, zero_stage=3)
+    [line] = validation_caveats(preset("llama3-8b"), Cluster.of("H100"), fsdp)
+    assert line.startswith("for ZeRO-3 / FSDP on Hopper GPUs at their full power, all ")
+    assert validation_caveats(preset("llama3-8b"), Cluster.of("H100", power_limit_w=500), fsdp) == []
+    assert validation_caveats(preset("llama3-8b"), Cluster.of("A100-80GB"), fsdp) == []
