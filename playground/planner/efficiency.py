@@ -80,9 +80,11 @@ _SOURCES = {
                       "faster, the static power being fixed) once the voltage sits at its floor; torchtitan's "
                       "Grand Teton pages: 'the default 500W power limit, although tuning it up to 700W TDP can "
                       "potentially provide further speedups' (benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md)",
-    "hbm": "assumed: no first-party measurement found; a third-party Nsight Compute study of H100 SXM "
-           "reports coalesced matrix loads at 2.8 of 3.35 TB/s (84%) and MLP weight loads at 2.6 (78%), "
-           "https://mikamirai.com/blog/gpu-memory-bandwidth/; 0.80 sits between them",
+    "hbm": "published measurements: a memory-copy kernel on an A100 SXM4 80GB moves 1536 GB/s of its 2039 "
+           "(75%, reads and writes counted, as this model counts them; https://github.com/AnjaliSandip/FastIceFlo, "
+           "output/EffectiveMemoryThroughput.md); on an H100 SXM a third-party Nsight Compute study reports "
+           "coalesced matrix loads at 2.8 of 3.35 TB/s (84%) and MLP weight loads at 2.6 (78%), "
+           "https://mikamirai.com/blog/gpu-memory-bandwidth/; 0.80 sits inside them",
     "link": "published measurement: NCCL bus bandwidth (nccl-tests PERFORMANCE.md's busbw) against the "
             "one-direction line rate: H100 NVLink, NCCL's maintainer: 'with the protocol overhead (~20%) "
             "NCCL can get an effective NVLink bandwidth of 370GB/s' of 450 (82%), " + _NCCL_212 + "; "
@@ -90,10 +92,11 @@ _SOURCES = {
     "kernel_s": "published measurement: launch cost per kernel on GB200, tritonbench PR #1017 "
                 "(https://github.com/meta-pytorch/tritonbench/pull/1017): raw cuLaunchKernel 3.0 us, "
                 "Triton's launcher 4.7 us, Inductor's per-kernel path 6.8 us; 5 us is their middle",
-    "latency_s": "assumed, bounded by a published figure: NCCL's own tuning model prints 25.2 us for a "
-                 "whole 8-byte all-reduce on an H100 cluster (NCCL INFO '8 Bytes -> Algo 0 proto 0 time "
-                 "25.200924', https://github.com/NVIDIA/nccl/issues/1453), an upper end for one ring step "
-                 "or message; 10 us per step is assumed",
+    "latency_s": "bounded by published measurements, the value between them assumed: a small send/recv between "
+                 "two H100s over NVLink takes ~3 us in nccl-tests (NCCL's maintainer, https://github.com/NVIDIA/nccl/"
+                 "issues/1487); NCCL's own tuning model prints 25.2 us for a whole 8-byte all-reduce on an H100 "
+                 "cluster (NCCL INFO '8 Bytes -> Algo 0 proto 0 time 25.200924', https://github.com/NVIDIA/nccl/"
+                 "issues/1453), an upper end for one ring step or message; 10 us per step is taken",
     "tile": "NVIDIA's Matrix Multiplication Background guide: cuBLAS splits the output into thread-block "
             "tiles, 256x128 the largest of those it lists (then 128x256, 128x128 ...), and its tile-"
             "quantization examples use 256x128; " + _MM_GUIDE,
@@ -121,10 +124,10 @@ _SPREAD = {
     "attention_fa1": (0.25, 0.40),   # the FA2 abstract's range for FlashAttention-1
     "attention_fa2_hopper": (0.26, 0.33),  # FA2 on H100 at 1K ... 16K tokens (FA3 paper's figures)
     "attention_fa3": (0.41, 0.58),   # cuDNN at 1K ... FA3 at 16K tokens (the same figures)
-    "hbm": (0.78, 0.84),          # the Nsight study's MLP weight load ... coalesced load
+    "hbm": (0.75, 0.84),          # the A100 memory copy ... the H100 Nsight study's coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
-    "latency_s": (5e-6, 25e-6),   # assumed floor ... NCCL's model of a whole small all-reduce
+    "latency_s": (3e-6, 25e-6),   # nccl-tests' NVLink send/recv ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
     "loss_bytes": (6, 52),        # a fused loss kernel ... Megatron's in-place fp32 chain
