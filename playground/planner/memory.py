@@ -7,7 +7,8 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
   weights are split over TP and PP and their ZeRO states sharded over DP x CP (Megatron-Core's
   distributed optimizer) or the HSDP shard group; routed-expert weights are split over EP x ETP and
   sharded over the DP x CP / EP ranks that replicate them.  ZeRO-3 (FSDP) also holds a working set:
-  the gathered parameters of the current and the prefetched layer and one layer's unsharded gradient.
+  the gathered parameters of the current and the prefetched layer and one layer's unsharded gradient
+  (a ZeRO-3 that gathers and frees tensor by tensor, ``fsdp_gather="tensor"``: three of its largest tensor).
 * **Activations** per layer and micro-batch (``layer_activation_bytes``): Korthikanti et al.'s
   (2022) count generalised to grouped-query and latent attention, gated MLPs and experts, with or
   without dropout, flash attention (no s^2 scores), sequence parallelism (everything split over
@@ -190,6 +191,14 @@ def stage_params(model: Model, layout: Layout, stage: int, layers: int, first_la
     return dense / t * scale, experts * scale
 
 
+def largest_weight(model: Model, layout: Layout) -> float:
+    """Elements of the largest weight matrix one GPU holds of a layer after TP (and EP) split it: what a
+    ZeRO-3 that gathers tensor by tensor (``fsdp_gather="tensor"``) holds unsharded at a time."""
+    return max(N * K for moe in ((False, True) if model.is_moe else (False,))
+               for _, _, _, N, K in block_matmuls(model, layout.micro_batch, layout.tp, layout.cp, layout.ep, moe,
+                                                  layout.expert_tp_degree))
+
+
 def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     """Bytes per GPU of the fullest pipeline stage, by part (see the module docstring).
 
@@ -218,6 +227,8 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         if layout.zero_stage == 3:      # gathered current + prefetched layer, one unsharded layer gradient
             weight = 4 if layout.fp32_gather else BYTES   # fp32 weights (FSDP1 unmixed) have fp32 gradients too
             buffers = 3 * weight * (dense + experts) / max(layers, 1)
+            if layout.fsdp_gather == "tensor":   # gathered and freed tensor by tensor: the largest tensor, thrice
+                buffers = min(buffers, 3 * weight * largest_weight(model, layout))
             if not layout.reshard_after_forward:  # every layer of the stage stays gathered
                 buffers += weight * (dense + experts) * (1 - 2 / max(layers, 1))
         in_flight = min(p - i, m) * ((1 + (p - 1) / (p * v)) if v > 1 else 1)
