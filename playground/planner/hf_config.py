@@ -17,7 +17,7 @@ Which keys are read, by ``model_type``:
   expert), and ``decoder_sparse_step`` / ``mlp_only_layers``, which make some layers dense.  ``Model``
   only knows "the first k layers are dense", so the dense layers are counted into ``dense_layers``
   wherever they sit: the parameter count is the same, only their position is lost.
-* deepseek_v2 / deepseek_v3: ``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
+* deepseek_v2 / deepseek_v3 / kimi_k2 (DeepSeek-V3's architecture): ``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
   ``first_k_dense_replace``, ``moe_layer_freq`` (must be 1), and MLA's ``q_lora_rank`` (null: queries
   not compressed), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
   ``topk_method: noaux_tc`` (V3) means a per-expert routing bias; ``n_group`` / ``topk_group``
@@ -67,7 +67,7 @@ LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qw
                "olmo2")
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
-DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
@@ -200,7 +200,7 @@ def _deepseek(keys, kind: str, layers: int) -> dict:
                 **_groups(keys),
                 shared_experts=keys.int("n_shared_experts", 0, least=0),
                 dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers),
-                router_bias=kind == "deepseek_v3" and keys.get("topk_method") == "noaux_tc")
+                router_bias=kind != "deepseek_v2" and keys.get("topk_method") == "noaux_tc")
 
 
 def _llama4(keys, layers: int, expert_width: int) -> dict:

@@ -264,6 +264,15 @@ def test_olmoe_and_granite_moe_read_mixtrals_expert_keys():
     assert (granite.experts, granite.top_k, granite.expert_width) == (32, 8, 512)
 
 
+def test_kimi_k2_reads_as_deepseek_v3s_architecture():
+    """Kimi K2 ships DeepSeek-V3's architecture under model_type kimi_k2 (Moonshot's model card: 1T
+    total, 32B activated): 384 experts of 2048 with a routing bias, 8 a token, one dense first layer, MLA."""
+    kimi = family("kimi-k2")
+    assert (kimi.experts, kimi.top_k, kimi.expert_width, kimi.dense_layers, kimi.is_mla) == (384, 8, 2048, 1, True)
+    assert kimi.router_bias
+    assert within_published_rounding(kimi.param_count / 1000, "1") and within_published_rounding(kimi.active_param_count, "32")
+
+
 def test_a_sequence_beyond_the_configs_positions_is_warned_about(tmp_path):
     """OLMoE's positions reach 4,096: planning it at the default 8,192 says so, in the capacity plan
     and in the step-time report; at its own length nothing is said."""
