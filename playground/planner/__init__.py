@@ -10,7 +10,7 @@ GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks) -> ``stages`` (
 ``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
 checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
 (Chinchilla); ``overlap`` (when each axis's communication hides behind compute); the published runs and layouts the planner is validated against
-(``published_runs``, ``published_layouts``; today's stacks, torchtitan, fms-fsdp, Megatron-Bridge and more, in ``published_stacks``, llm-foundry's sweep in ``published_foundry``, the MoE Model Zoo's and DeepSeek-V3 in ``published_zoo``, each a ``published_row``), replayed by ``replay``, and beside a public peer model, llm-analysis, by ``peer_model``; ``step_range`` (the range a prediction spans over unstated settings and the constants' spread); ``measure`` (the formulas
+(``published_runs``, ``published_layouts``; today's stacks, torchtitan, fms-fsdp, Megatron-Bridge and more, in ``published_stacks``, llm-foundry's sweep in ``published_foundry``, the MoE Model Zoo's and DeepSeek-V3 in ``published_zoo``, NeMo AutoModel's FSDP2 + EP runs in ``published_automodel``, each a ``published_row``), replayed by ``replay``, and beside a public peer model, llm-analysis, by ``peer_model``; ``step_range`` (the range a prediction spans over unstated settings and the constants' spread); ``measure`` (the formulas
 against PyTorch's own counters); and ``capacity_explorer`` (the interactive explorer).
 May import: the shared basics and ``playground.zero`` (the ZeRO memory formulas).
 """

@@ -98,6 +98,7 @@ class Layout:
     fp32_gather: bool = False        # FSDP keeps and all-gathers the weights in fp32, 4 bytes each (FSDP1 without
                                      # a param_dtype under autocast: Composer's DEFAULT, plain Accelerate)
     fp8_activations: bool = False    # linear layers' saved inputs kept in FP8, 1 byte each (DeepSeek-V3 Sec. 3.3.4)
+    loss_fp32: bool = True           # the loss upcasts the logits to fp32 (False: computed on the bf16 logits)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
     ep_overlap: bool = False         # EP all-to-alls of one micro-batch behind another's compute (Megatron-Core's
@@ -169,6 +170,7 @@ class Layout:
                                          (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.fp8_activations, "FP8 activations"),
+                                         (not self.loss_fp32, "bf16 loss"),
                                          (self.cp > 1 and self.cp_method != "ring", f"{self.cp_method} CP"))
                  if on]
         recompute = self.recompute + (f" ({' '.join(self.recompute_modules)})"

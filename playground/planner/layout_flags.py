@@ -75,6 +75,9 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
                      "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
                      "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
+    lay.add_argument("--loss-fp32", action=_BOOL, default=None, help="the cross-entropy upcasts the logits to "
+                     "fp32 (torchtitan, Megatron, llm-foundry); --no-loss-fp32 computes it on the bf16 logits "
+                     "(NeMo AutoModel's fp32_upcast: false), 4 bytes a logit held instead of 6 (default: on)")
     lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
                      "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
                      "(default: 1, forced balance)")
@@ -121,7 +124,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
-                "grad_reduce", "cp_method", "fp8_activations", "fp32_gather"):
+                "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "loss_fp32"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

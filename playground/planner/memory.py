@@ -17,7 +17,8 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
   modules (``Layout.recompute_modules``) keep none of what they recompute.
 * **In flight**: 1F1B's stage i holds min(p - i, m) micro-batches; the interleaved schedule adds
   (p - 1) / (p v) of that (Korthikanti et al. Sec. 4.2.3).
-* **Logits**: the last stage's bf16 logits and the fp32 copy the loss works on, 6 s b V / (t c) bytes.
+* **Logits**: the last stage's bf16 logits and the fp32 copy the loss works on, 6 s b V / (t c) bytes
+  (4 when the loss runs on the bf16 logits, ``loss_fp32=False``: they and the log-softmax it saves).
 * **Allowance** (``FRAMEWORK_BYTES``, ``FRAGMENTATION``): what no formula counts — the CUDA context,
   cuBLAS workspaces and NCCL buffers (2 GiB), and the caching allocator's fragmentation (5% of the
   memory).  Usable memory is the capacity the framework sees (``hardware.GPU.memory_bytes``) less it.
@@ -44,6 +45,7 @@ __all__ = ["FRAMEWORK_BYTES", "FRAGMENTATION", "RECOMPUTE", "model_state_bytes",
 FRAMEWORK_BYTES = 2 * 2 ** 30   # CUDA context, cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.05            # share of memory the caching allocator cannot hand out
 LOGIT_BYTES = 6                 # bf16 logits kept + the fp32 copy the loss computes on
+BF16_LOGIT_BYTES = 4            # a loss on the bf16 logits: the logits and the log-softmax it saves, bf16 both
 
 
 def model_state_bytes(params: float, dp: int = 1, zero_stage: int = 0,
@@ -236,7 +238,7 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         acts = in_flight * sum(per_layer) if layers else 0.0
         if layout.recompute == "full" and layers:
             acts += full_layer
-        logits = LOGIT_BYTES * model.seq_len * layout.micro_batch * model.vocab / (layout.tp * layout.cp) \
+        logits = (LOGIT_BYTES if layout.loss_fp32 else BF16_LOGIT_BYTES) * model.seq_len * layout.micro_batch * model.vocab / (layout.tp * layout.cp) \
             if i == p - 1 else 0.0
         total = states["total"] + buffers + acts + logits
         row = {"model_states": states["total"], "model_state_parts": states, "zero3_buffers": buffers,

@@ -26,6 +26,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
+from playground.planner.published_automodel import AUTOMODEL
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
 from playground.planner.published_row import PublishedStackRun, published_metric
 
@@ -262,4 +263,4 @@ OPT_175B = PublishedStackRun(
     cite="zhang2022opt")
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY
+    + LLM_FOUNDRY + AUTOMODEL

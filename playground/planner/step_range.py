@@ -13,7 +13,7 @@ number of virtual stages, no recompute policy, no micro-batch size), and every e
 and reports the nominal prediction with the range those span: ``step_time_range_s``,
 ``tokens_per_s_range`` and ``mfu_range``, and the ``caveats`` the validation gives for a run of its
 kind (``validation_caveats``: a mixture of experts, a sequence beyond 64K tokens, ZeRO-3/FSDP on
-Hopper GPUs at full power, where every published run checked ran slower than predicted).  ``tornado`` moves one factor at a time from the
+Hopper GPUs at full power, whose published runs ran slower than predicted, by over a tenth at the median).  ``tornado`` moves one factor at a time from the
 nominal prediction, for the chapter's sensitivity chart.
 """
 
@@ -50,6 +50,7 @@ SETTINGS = {
     "ep_overlap": (False, True),
     "grad_reduce": ("bf16", "fp32"),
     "zero_stage": (0, 1, 2, 3),
+    "reshard_after_forward": (True, False),   # FSDP2: gather every micro-batch, or keep the step's gathers
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }
 # for each constant, which end of its spread makes the step faster
@@ -136,7 +137,7 @@ def _full_power_fsdp_on_hopper(model: Model, cluster: Cluster | None, layout: La
         and not (limit and gpu.tdp_w and limit < gpu.tdp_w)
 
 
-# the kinds of run whose published runs all ran slower than predicted (chapter 6), and the reason
+# the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason
 _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "a MoE layer's work beside its GEMMs and all-to-alls (the router's and permutation's small kernels, "
            "dropless routing's host syncs) is not modelled; with the dispatcher and overlap your stack runs, "
@@ -155,18 +156,27 @@ def _published_ratios(kind: int) -> tuple[float, ...]:
                         for r in STACK_RUNS if test(r.model, r.cluster, r.layout)))
 
 
+# a kind of run is warned about when its published runs, replayed, ran slower than predicted by more
+# than this at the median: beyond the spread of the rows the model fits
+CAVEAT_MEDIAN = 1.1
+
+
 def validation_caveats(model: Model, cluster: Cluster | None = None, layout: Layout | None = None) -> list[str]:
     """One line for each kind of run this one is (``_KINDS``: by its model, or by its layout on its
-    cluster) whose published runs, replayed by the step-time model, all ran slower than predicted:
-    how many, and by how much (computed, not quoted).  Without a cluster and layout only the kinds
-    a model decides are tested."""
+    cluster) whose published runs, replayed by the step-time model, ran slower than predicted by more
+    than ``CAVEAT_MEDIAN`` at the median: how many, how many of them slower, the median and the range
+    (computed, not quoted).  Without a cluster and layout only the kinds a model decides are tested."""
     out = []
     for i, (kind, test, why) in enumerate(_KINDS):
         ratios = _published_ratios(i)
-        if test(model, cluster, layout) and ratios and min(ratios) > 1:
-            out.append(f"for {kind}, all {len(ratios)} published runs, replayed as each states its layout, ran "
-                       f"slower than predicted, by {ratios[0]:.2f}-{ratios[-1]:.2f}x "
-                       f"(median {statistics.median(ratios):.2f}): {why}")
+        if not (ratios and test(model, cluster, layout)):
+            continue
+        median = statistics.median(ratios)
+        if median > CAVEAT_MEDIAN:
+            slower = sum(r > 1 for r in ratios)
+            out.append(f"for {kind}, {slower} of {len(ratios)} published runs, replayed as each states its layout, "
+                       f"ran slower than predicted, by {median:.2f}x at the median ({ratios[0]:.2f}-{ratios[-1]:.2f}x): "
+                       f"{why}")
     return out
 
 

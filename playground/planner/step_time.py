@@ -57,7 +57,8 @@
 * **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
   the pace of every micro-batch slot.
 * the **logits** on the last stage: three GEMMs, then the fp32 cross-entropy streaming
-  ``loss_bytes`` (36) per logit through HBM, the vocabulary split over TP.
+  ``loss_bytes`` (36) per logit through HBM (10 on the bf16 logits, ``loss_fp32=False``), the
+  vocabulary split over TP.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
 * **FP8** (``dtype="fp8"``): GEMMs at ``eta_fp8`` of the FP8 peak of the hardware table, each
   operand scaled and cast first (``fp8_cast_bytes``: 6 B per element over HBM); the attention core,
@@ -88,6 +89,11 @@ from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
 
 __all__ = ["predict", "power_clock"]
+
+# HBM bytes per logit of a cross-entropy on the bf16 logits (``loss_fp32=False``), accounted as
+# ``Efficiency.loss_bytes`` is for the fp32 one: log-softmax reads its input twice and writes once
+# (6), its backward reads the saved output and writes the gradient (4)
+BF16_LOSS_BYTES = 10
 
 
 def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
@@ -186,8 +192,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
     tokens, vocab = layout.micro_batch * s / layout.cp, -(-model.vocab // t)
+    loss_bytes = eff.loss_bytes if layout.loss_fp32 else BF16_LOSS_BYTES
     logits_t = 3 * gemm_time(1, tokens, vocab, h, gpu, eff) \
-        + tokens * vocab * eff.loss_bytes / (eff.hbm * gpu.hbm_bytes_per_s)   # bf16 GEMMs, then the fp32 loss
+        + tokens * vocab * loss_bytes / (eff.hbm * gpu.hbm_bytes_per_s)   # bf16 GEMMs, then the loss
     rows, first = [], 0
     for i, n_layers in enumerate(stages):
         n_dense = max(0, min(first + n_layers, dense_total) - first)
