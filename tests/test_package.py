@@ -41,7 +41,7 @@ PLANNER_FLOORS = (
     {"costs"},
     {"published_row"},
     {"published_foundry", "published_zoo"},
-    {"published_automodel"},  # reuses the Model Zoo's Qwen3 shape
+    {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range"},
     {"capacity"},

@@ -1,6 +1,6 @@
 """One published run of a training stack: what its source states, what it leaves unstated, and the
-metric it is compared on (``published_metric``).  The rows themselves are in
-``playground.planner.published_stacks`` and ``playground.planner.published_foundry``."""
+metric it is compared on (``published_metric``), and the Llama 2 shapes several stacks ran
+(``llama2``).  The rows themselves are gathered in ``playground.planner.published_stacks``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 
-__all__ = ["PublishedStackRun", "published_metric"]
+__all__ = ["PublishedStackRun", "published_metric", "llama2"]
 
 
 @dataclass(frozen=True)
@@ -48,3 +48,15 @@ def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, flo
     recompute = None if row.flop_count == "hardware" else "none"
     implied = flops_per_step(row.model, row.layout, recompute) / (row.tflops_per_gpu * 1e12 * row.layout.gpus)
     return "step_time_s (implied by TFLOP/s)", prediction["step_time_s"], implied, implied / prediction["step_time_s"]
+
+
+# Llama 2's shapes (Touvron et al. 2023, Table 1; 34B from Code Llama), which several stacks ran
+_LLAMA2 = dict(gated_mlp=True, tied_embeddings=False, position_embeddings=False, norm="rmsnorm", qkv_bias=False,
+               proj_bias=False, vocab=32000, seq_len=4096)
+_LLAMA2_SHAPES = {"7b": (32, 4096, 32, 11008, None), "13b": (40, 5120, 40, 13824, None),
+                  "34b": (48, 8192, 64, 22016, 8), "70b": (80, 8192, 64, 28672, 8)}
+
+
+def llama2(size: str) -> Model:
+    layers, hidden, heads, ffn, kv = _LLAMA2_SHAPES[size]
+    return Model(layers, hidden, heads, ffn=ffn, kv_heads=kv, name=f"llama2-{size}", **_LLAMA2)

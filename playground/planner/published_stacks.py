@@ -27,8 +27,9 @@ from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_automodel import AUTOMODEL
+from playground.planner.published_nemo import NEMO_2407
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
-from playground.planner.published_row import PublishedStackRun, published_metric
+from playground.planner.published_row import PublishedStackRun, llama2, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
            "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
@@ -151,17 +152,6 @@ TORCHTITAN = _TITAN_8B + _TITAN_CP_8B + (_titan_70b(False, 829), _titan_70b(True
 _FMS = ("https://github.com/foundation-model-stack/fms-fsdp/blob/0d319983c4b3b7f7b3b5e2c5e7f746746b6f73a9/"
         "README.md (table: 128 A100s); model shapes fms_fsdp/utils/config_utils.py, defaults "
         "pretraining/config/training.py (seq_length 4096, sharding_group_size 8)")
-_LLAMA2 = dict(gated_mlp=True, tied_embeddings=False, position_embeddings=False, norm="rmsnorm", qkv_bias=False,
-               proj_bias=False, vocab=32000, seq_len=4096)
-_LLAMA2_SHAPES = {"7b": (32, 4096, 32, 11008, None), "13b": (40, 5120, 40, 13824, None),
-                  "34b": (48, 8192, 64, 22016, 8), "70b": (80, 8192, 64, 28672, 8)}
-
-
-def _llama2(size: str) -> Model:
-    layers, hidden, heads, ffn, kv = _LLAMA2_SHAPES[size]
-    return Model(layers, hidden, heads, ffn=ffn, kv_heads=kv, name=f"llama2-{size}", **_LLAMA2)
-
-
 def _fms(size, hsdp, ac, batch, tps):
     layout = Layout.today(1, 1, 128, micro_batch=batch, global_batch=128 * batch, zero_stage=3,
                           shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager",
@@ -174,7 +164,7 @@ def _fms(size, hsdp, ac, batch, tps):
     if ac:
         note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
     return PublishedStackRun(f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} 128, batch {batch}", "fms-fsdp",
-                             _FMS, "A100-80GB", _llama2(size), layout, ("shard_group",) if hsdp else (),
+                             _FMS, "A100-80GB", llama2(size), layout, ("shard_group",) if hsdp else (),
                              tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp")
 
 
@@ -263,4 +253,4 @@ OPT_175B = PublishedStackRun(
     cite="zhang2022opt")
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY + AUTOMODEL
+    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407

@@ -1,0 +1,52 @@
+"""NVIDIA NeMo's pre-training benchmarks of its 24.07 container: Megatron-Core on DGX-H100s, in FP8.
+
+Its ``docs/source/performance/performance_summary.md`` table gives, per run, the GPUs, global and
+micro-batch, sequence, TP / PP / CP / VP and the tokens/s per GPU, FP8 throughout.  It does not
+give the recompute policy, sequence parallelism, the communication overlaps or the gradient
+reduction dtype: those are left unstated (``Layout.today``'s values, the range over the rest).
+The GPT-3 shapes are NeMo's ``gpt3`` configs (5B: 24 layers of 4,096; 20B: 44 of 6,144; 175B: 96
+of 12,288; GELU MLPs of 4h, learned positions, GPT-2's vocabulary padded to 50,304).
+"""
+
+from __future__ import annotations
+
+from playground.planner.architecture import Model
+from playground.planner.layout import Layout
+from playground.planner.presets import preset
+from playground.planner.published_row import PublishedStackRun, llama2
+
+__all__ = ["NEMO_2407"]
+
+_SOURCE = ("https://github.com/NVIDIA/NeMo/blob/070a0bb168d405d653b9734c0017cf5078e77c0d/docs/source/performance/"
+           "performance_summary.md (Pretraining, NeMo 24.07 container, DGX-H100, FP8)")
+_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce")
+_NOTE = ("FP8 (Transformer Engine) on the linear layers; recompute, sequence parallelism, TP/DP communication "
+         "overlap and the gradient-reduction dtype not in the table (Layout.today's taken, the range over them)")
+
+
+def _gpt3(layers, hidden, heads, name):
+    return Model(layers, hidden, heads, vocab=50304, seq_len=2048, name=name)
+
+
+def _row(name, model, gpus, batch, micro, tp, pp, cp, vp, tps):
+    dp = gpus // (tp * pp * cp)
+    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=micro, global_batch=batch, vpp=vp, dtype="fp8")
+    label = f"{name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") + (f" VP {vp}" if vp > 1 else "")
+    return PublishedStackRun(label, "NeMo 24.07 (Megatron-Core, FP8)", _SOURCE, "H100", model, layout, _UNSTATED,
+                             tokens_per_s_per_gpu=tps, note=_NOTE, cite="nvidia2024nemoperf")
+
+
+_GPT3_175B = _gpt3(96, 12288, 96, "gpt3-175b")
+# (name, model, GPUs, GBS, MBS, TP, PP, CP, VP, tokens/s per GPU), in the table's order; the Nemotron
+# rows are left out: their shapes are not in the stored sources
+NEMO_2407 = tuple(_row(*r) for r in (
+    ("GPT3-5B", _gpt3(24, 4096, 32, "gpt3-5b"), 64, 2048, 4, 1, 1, 1, 1, 22521),
+    ("GPT3-20B", _gpt3(44, 6144, 48, "gpt3-20b"), 64, 256, 2, 2, 1, 1, 1, 5851),
+    ("GPT3-175B", _GPT3_175B, 128, 256, 1, 4, 8, 1, 6, 726),
+    ("GPT3-175B", _GPT3_175B, 512, 2048, 2, 4, 8, 1, 6, 782),
+    ("LLAMA2-7B", llama2("7b"), 8, 128, 1, 1, 1, 1, 1, 16847),
+    ("LLAMA2-13B", llama2("13b"), 16, 128, 1, 1, 4, 1, 10, 8646),
+    ("LLAMA2-70B", llama2("70b"), 64, 128, 1, 4, 4, 1, 20, 1707),
+    ("LLAMA3-8B", preset("llama3-8b"), 8, 128, 1, 1, 1, 2, 1, 12036),
+    ("LLAMA3-70B", preset("llama3-70b"), 64, 128, 1, 4, 4, 2, 5, 1533),
+))
