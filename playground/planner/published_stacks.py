@@ -4,8 +4,9 @@ The step-time model's first validation set (``published_layouts``) is Megatron-L
 one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
 HSDP on A100s), Megatron-Bridge's performance summary (H100, FP8), the Megatron MoE Model Zoo
 (``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s; DeepSeek-V3 on H800s), the ZeRO-3 rows of Narayanan
-et al. 2021 Table 2, OPT-175B (FSDP + TP 8) and llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
-on A100s and H100s).  Every row keeps apart:
+et al. 2021 Table 2, OPT-175B (FSDP + TP 8), llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
+on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s) and NeMo
+24.07's FP8 benchmarks (``published_nemo``: Megatron-Core on H100s).  Every row keeps apart:
 
 * what the source states: the numbers quoted exactly, the page and the commit or date read;
 * ``unstated``: the ``Layout`` fields the source does not give (the value in the row is then the
