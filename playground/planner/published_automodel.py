@@ -13,10 +13,9 @@ gpt-oss, the expert-parallel degree the table prints as "-".  Mock data, no grad
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from playground.planner.costs import Layout
-from playground.planner.hf_config import read_hf_config
+from playground.planner.hf_config import model_from_hf_dict
 from playground.planner.presets import preset
 from playground.planner.published_row import PublishedStackRun
 from playground.planner.published_zoo import qwen3_moe
@@ -26,7 +25,6 @@ __all__ = ["AUTOMODEL"]
 _SOURCE = ("https://github.com/NVIDIA-NeMo/Automodel/blob/01926a5c443b7979463c73341bf64adf79de638e/docs/"
            "performance-summary.md (System: DGX-H100, Precision: BF16; 'Last Updated 2025-10-02'); settings "
            "beyond the table from examples/benchmark/configs/*.yaml at 037e04a6a256 (Kimi K2: 080dca533b63)")
-_FAMILIES = Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families"
 _COMMON = ("FSDP2 over DP (the table's FSDP column), EP inside it; DeepEP dispatch, forced-balanced routing "
            "(fake_balanced_gate); the loss on the bf16 logits (fp32_upcast false: loss_fp32 off); gradient "
            "reduction dtype not stated (fp32 taken)")
@@ -37,6 +35,26 @@ def _row(name, model, gpus, layout, tps, note, unstated=(), misfit=""):
     return PublishedStackRun(f"{name}, {gpus} H100", "NeMo AutoModel (FSDP2 + EP)", _SOURCE, "H100", model, layout,
                              ("grad_reduce",) + unstated, tokens_per_s_per_gpu=tps, note=f"{_COMMON}; {note}",
                              memory_misfit=misfit, cite="nvidia2025automodel")
+
+
+def _gpt_oss(layers: int, experts: int, name: str):
+    """gpt-oss's config.json (openai/gpt-oss-20b and -120b; the planner's keys, as
+    chapters/configs/families holds them): windows of 128 on every other layer, biased experts."""
+    return model_from_hf_dict(dict(
+        model_type="gpt_oss", num_hidden_layers=layers, num_local_experts=experts, hidden_size=2880,
+        intermediate_size=2880, head_dim=64, num_attention_heads=64, num_key_value_heads=8, num_experts_per_tok=4,
+        experts_per_token=4, attention_bias=True, hidden_act="silu", sliding_window=128, vocab_size=201088,
+        tie_word_embeddings=False, max_position_embeddings=131072,
+        layer_types=["sliding_attention", "full_attention"] * (layers // 2)), seq_len=4096, name=name)
+
+
+# Kimi K2's config.json (moonshotai/Kimi-K2-Instruct; as chapters/configs/families/kimi-k2 holds it)
+_KIMI_K2 = model_from_hf_dict(dict(
+    model_type="kimi_k2", hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048, num_hidden_layers=61,
+    num_attention_heads=64, num_key_value_heads=64, n_shared_experts=1, n_routed_experts=384, kv_lora_rank=512,
+    q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128, qk_nope_head_dim=128, topk_method="noaux_tc", n_group=1,
+    topk_group=1, num_experts_per_tok=8, moe_layer_freq=1, first_k_dense_replace=1, hidden_act="silu",
+    vocab_size=163840, tie_word_embeddings=False, max_position_embeddings=131072), seq_len=4096, name="kimi-k2")
 
 
 def _seq4k(model):
@@ -58,10 +76,10 @@ AUTOMODEL = (
     _row("Qwen3 MoE 30B, FSDP 8 EP 8, MBS 4", _QWEN3_30B, 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, attention_kernel="fa3", recompute="full"),
          12040, "Transformer Engine attention (cuDNN: fa3); activation checkpointing on (the config)"),
-    _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", _seq4k(read_hf_config(_FAMILIES / "gpt-oss-20b")), 8,
+    _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", _gpt_oss(24, 32, "gpt-oss-20b"), 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=2, global_batch=256, attention_kernel="fa2"),
          13058, _GPT_OSS_NOTE.format(ep=8), misfit=_GPT_OSS_MISFIT),
-    _row("gpt-oss 120B, FSDP 64 EP 64, MBS 2", _seq4k(read_hf_config(_FAMILIES / "gpt-oss-120b")), 64,
+    _row("gpt-oss 120B, FSDP 64 EP 64, MBS 2", _gpt_oss(36, 128, "gpt-oss-120b"), 64,
          Layout.today(1, 1, 64, ep=64, micro_batch=2, global_batch=512, attention_kernel="fa2"),
          7626, _GPT_OSS_NOTE.format(ep=64), misfit=_GPT_OSS_MISFIT),
     _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 64", _seq4k(preset("deepseek-v3")), 256,
@@ -70,7 +88,7 @@ AUTOMODEL = (
     _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 256", _seq4k(preset("deepseek-v3")), 1024,
          Layout.today(1, 4, 256, ep=64, micro_batch=1, global_batch=8192, vpp=8, attention_kernel="fa3",
                       recompute="full", reshard_after_forward=False), 865, _DSV3_NOTE),
-    _row("Kimi K2 1T, PP 8 VP 4 EP 32 FSDP 32", _seq4k(read_hf_config(_FAMILIES / "kimi-k2")), 256,
+    _row("Kimi K2 1T, PP 8 VP 4 EP 32 FSDP 32", _KIMI_K2, 256,
          Layout.today(1, 8, 32, ep=32, micro_batch=1, global_batch=512, vpp=4, attention_kernel="fa3",
                       recompute="full"), 924,
          "activation checkpointing on (the config); reshard_after_forward not in it (FSDP2's default, on, "

@@ -103,3 +103,16 @@ def test_llm_foundry_shapes_reproduce_the_parameter_counts_its_tables_print():
     assert all(r.layout.zero_stage == 3 and r.layout.attention_kernel == "fa1" for r in LLM_FOUNDRY)
     for r in LLM_FOUNDRY:   # the tables' global batch is micro-batch x GPUs x accumulation
         assert r.layout.global_batch % (r.layout.micro_batch * r.layout.gpus) == 0, r.name
+
+
+def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_the_chapters_copies():
+    """The package reads no file of the book to build its rows (an installed wheel has no chapters/):
+    AutoModel's gpt-oss and Kimi K2 shapes are written inline, and they are what --hf-config reads
+    from the copies of those config.json files in chapters/configs/families."""
+    from pathlib import Path
+    from playground.planner.hf_config import read_hf_config
+    from playground.planner.published_automodel import AUTOMODEL
+    families = Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families"
+    inline = {r.model.name: r.model for r in AUTOMODEL}
+    for name in ("gpt-oss-20b", "gpt-oss-120b", "kimi-k2"):
+        assert inline[name] == read_hf_config(families / name, seq_len=4096), name
