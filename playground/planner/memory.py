@@ -238,7 +238,8 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         acts = in_flight * sum(per_layer) if layers else 0.0
         if layout.recompute == "full" and layers:
             acts += full_layer
-        logits = (LOGIT_BYTES if layout.loss_fp32 else BF16_LOGIT_BYTES) * model.seq_len * layout.micro_batch * model.vocab / (layout.tp * layout.cp) \
+        per_logit = LOGIT_BYTES if layout.loss_fp32 else BF16_LOGIT_BYTES
+        logits = per_logit * model.seq_len * layout.micro_batch * model.vocab / (layout.tp * layout.cp) \
             if i == p - 1 else 0.0
         total = states["total"] + buffers + acts + logits
         row = {"model_states": states["total"], "model_state_parts": states, "zero3_buffers": buffers,
