@@ -31,7 +31,7 @@ from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
 from playground.planner.published_row import published_metric
 from playground.planner.published_stacks import STACK_RUNS
-from playground.planner.step_time import predict
+from playground.planner.step_time import power_clock, predict
 
 __all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "validation_caveats"]
 
@@ -133,9 +133,7 @@ def predict_range(model: Model, cluster: Cluster, layout: Layout, unstated=(), e
 def _full_power_fsdp_on_hopper(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
     if cluster is None or layout is None:
         return False
-    gpu, limit = cluster.gpu, cluster.power_limit_w
-    return layout.zero_stage == 3 and getattr(gpu, "architecture", "") == "hopper" \
-        and not (limit and gpu.tdp_w and limit < gpu.tdp_w)
+    return layout.zero_stage == 3 and getattr(cluster.gpu, "architecture", "") == "hopper" and power_clock(cluster) == 1
 
 
 # the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason
