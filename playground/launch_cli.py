@@ -64,9 +64,11 @@ def cli(fn, *args, default_world_size: int = 4, description: str | None = None,
                     sys.stdout if is_main_process() else sink):
                 report(values)
     except LaunchError as exc:
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        # one write per line: under torchrun every rank refuses at once on the same stderr, and
+        # print's separate write of the newline lets two ranks' lines run together
+        sys.stderr.write(f"error: {str(exc).splitlines()[0]}\n")
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        print("interrupted: every rank was stopped", file=sys.stderr)
+        sys.stderr.write("interrupted: every rank was stopped\n")
         raise SystemExit(130) from None
     return values
