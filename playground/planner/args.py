@@ -22,7 +22,7 @@ from playground.planner.architecture import Model
 from playground.planner.capacity import DEFAULT_SEQ_LEN
 from playground.planner.errors import PlanError
 from playground.planner.hf_config import read_hf_config
-from playground.planner.layout import Cluster, Efficiency
+from playground.planner.layout import EFFICIENCY, Cluster, Efficiency
 from playground.planner.presets import preset, preset_names
 from playground.planner.flag_values import number, parse_number, whole
 from playground.planner.layout_flags import add_layout_arguments, layout_knobs, unstated_from_args
@@ -95,7 +95,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     h.add_argument("--network-gbs", metavar="GB/s", help="network bandwidth per GPU, one direction "
                    "(default: the hardware table's, 50 GB/s on H100)")
     h.add_argument("--power-limit", metavar="W", help="board power limit each GPU runs under, watts; below the "
-                   "GPU's TDP its tensor cores clock down as (limit / TDP)^0.5 (default: the TDP, 700 W on H100)")
+                   f"GPU's TDP its tensor cores clock down as (limit / TDP)^{EFFICIENCY.power_exponent:g} (a Hopper's "
+                   f"bf16 ones already hold {EFFICIENCY.hopper_sustained:g} of their benchmark rate at the TDP; default: "
+                   "the TDP, 700 W on H100)")
     add_layout_arguments(p)
     s = p.add_argument_group("speed, money, calendar")
     s.add_argument("--mfu", metavar="F", help="assume this model-FLOPs utilization instead of predicting "

@@ -25,7 +25,7 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
 from playground.planner.memory import memory_per_gpu
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
-           "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
+           "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
@@ -38,6 +38,13 @@ def peak_flops(gpu, dtype: str = "bf16") -> float:
             raise PlanError(f"the {gpu.name} has no FP8 tensor cores; use --dtype bf16")
         return gpu.peak_fp8_flops
     return gpu.peak_bf16_flops
+
+
+def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16") -> float:
+    """Share of a short benchmark's tensor-core rate a GPU holds through a training run, at its power
+    limit for hours: ``eff.hopper_sustained`` for a Hopper's bf16 GEMMs and attention (measured), 1 for
+    FP8 GEMMs (which draw less power) and for GPUs without a sustained measurement."""
+    return eff.hopper_sustained if getattr(gpu, "architecture", "") == "hopper" and dtype != "fp8" else 1.0
 
 
 def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_bytes: float = BYTES) -> float:

@@ -20,8 +20,9 @@ Across nodes, ``W`` is one NIC's rate when the group holds one GPU of each node 
 a group that holds ``per_node`` GPUs of every node (FSDP over whole nodes) shares the crossing over
 that many NICs, up to NVLink's rate (``costs.ring_network_bandwidth``, as the step-time model does).
 
-Both sides are charged at the step-time model's efficiencies (``Efficiency.gemm`` of the peak,
-``Efficiency.link`` of the link), so the thresholds agree with ``step_time.predict``.  A threshold
+Both sides are charged at the step-time model's efficiencies (``Efficiency.gemm`` of the peak, held
+at ``costs.sustained_rate`` of it through a run; ``Efficiency.link`` of the link), so the thresholds
+agree with ``step_time.predict``.  A threshold
 is a break-even point, not a guarantee: the collective also needs the compute to be *available*
 (DDP's last bucket has no backward left to hide behind; Megatron's TP all-reduces wait on the GEMM
 before them and hide only with TP-communication overlap).
@@ -30,7 +31,7 @@ before them and hide only with TP-communication overlap).
 from __future__ import annotations
 
 from playground import hardware
-from playground.planner.costs import peak_flops, ring_network_bandwidth
+from playground.planner.costs import peak_flops, ring_network_bandwidth, sustained_rate
 from playground.planner.layout import EFFICIENCY, Efficiency
 
 __all__ = ["link_bandwidth", "data_parallel_tokens", "fsdp_tokens", "tensor_parallel_hidden",
@@ -52,7 +53,8 @@ def link_bandwidth(gpu, link: str, per_node: int = 1) -> float:
 
 def _flops_per_byte(gpu, link: str, eff: Efficiency, dtype: str, per_node: int = 1) -> float:
     gpu = hardware.gpu(gpu)
-    return eff.gemm * peak_flops(gpu, dtype) / (eff.link * link_bandwidth(gpu, link, per_node))
+    compute = eff.gemm * sustained_rate(gpu, eff, dtype) * peak_flops(gpu, dtype)
+    return compute / (eff.link * link_bandwidth(gpu, link, per_node))
 
 
 def data_parallel_tokens(gpu, link: str = "network", n: int | None = None, grad_bytes: int = 2,

@@ -13,8 +13,8 @@ number of virtual stages, no recompute policy, no micro-batch size), and every e
 and reports the nominal prediction with the range those span: ``step_time_range_s``,
 ``tokens_per_s_range`` and ``mfu_range``, and the ``caveats`` the validation gives for a run of its
 kind (``validation_caveats``: a mixture of experts, a sequence beyond 64K tokens, ZeRO-3/FSDP on
-Hopper GPUs at full power, whose published runs ran slower than predicted, by over a tenth at the
-median).  ``tornado`` moves one factor at a time from the nominal prediction, for the chapter's
+Hopper GPUs at full power, each while its published runs replay slower than predicted, by over a
+tenth at the median).  ``tornado`` moves one factor at a time from the nominal prediction, for the chapter's
 sensitivity chart.
 """
 
@@ -33,7 +33,8 @@ from playground.planner.published_row import published_metric
 from playground.planner.published_stacks import STACK_RUNS
 from playground.planner.step_time import power_clock, predict
 
-__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "validation_caveats"]
+__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios",
+           "validation_caveats"]
 
 # the Layout fields a source may leave unstated, and the values each can take
 SETTINGS = {
@@ -55,7 +56,7 @@ SETTINGS = {
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "power_exponent": False, "comm_sms": False, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "power_exponent": False, "comm_sms": False, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
                      "attention_fa3": True, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
                      "optimizer_bytes": False, "loss_bytes": False}
 
@@ -144,8 +145,8 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
           ("a sequence beyond 64K tokens", lambda m, c, l: m.seq_len > 65536,
            "what long-context attention loses beyond its kernel's rate and the CP ring's messages is not modelled"),
           ("ZeRO-3 / FSDP on Hopper GPUs at their full power", _full_power_fsdp_on_hopper,
-           "what these runs lose was not found (the same model fits FSDP at a 500 W cap and on A100s); read the "
-           "time as optimistic"))
+           "what these runs lose beyond a Hopper's sustained tensor-core rate was not found (the same model fits "
+           "FSDP at a 500 W cap and on A100s); read the time as optimistic"))
 
 
 @functools.lru_cache(maxsize=None)
@@ -160,6 +161,21 @@ def _published_ratios(kind: int) -> tuple[float, ...]:
 CAVEAT_MEDIAN = 1.1
 
 
+def _kind_stats(i: int) -> dict:
+    kind, ratios = _KINDS[i][0], _published_ratios(i)
+    median = statistics.median(ratios) if ratios else None
+    return {"kind": kind, "runs": len(ratios), "slower": sum(r > 1 for r in ratios), "median": median,
+            "range": (ratios[0], ratios[-1]) if ratios else None,
+            "flagged": median is not None and median > CAVEAT_MEDIAN}
+
+
+def kind_ratios() -> list[dict]:
+    """Each kind of run of ``_KINDS`` as its published rows replay: how many, how many slower than
+    predicted, the median and the range of published / predicted, and whether that median passes
+    ``CAVEAT_MEDIAN`` (``flagged``: the kind gets a caveat)."""
+    return [_kind_stats(i) for i in range(len(_KINDS))]
+
+
 def validation_caveats(model: Model, cluster: Cluster | None = None, layout: Layout | None = None) -> list[str]:
     """One line for each kind of run this one is (``_KINDS``: by its model, or by its layout on its
     cluster) whose published runs, replayed by the step-time model, ran slower than predicted by more
@@ -169,15 +185,12 @@ def validation_caveats(model: Model, cluster: Cluster | None = None, layout: Lay
     for i, (kind, test, why) in enumerate(_KINDS):
         if not test(model, cluster, layout):
             continue
-        ratios = _published_ratios(i)     # replayed only for a kind the run is
-        if not ratios:
-            continue
-        median = statistics.median(ratios)
-        if median > CAVEAT_MEDIAN:
-            slower = sum(r > 1 for r in ratios)
-            out.append(f"for {kind}, {slower} of {len(ratios)} published runs, replayed as each states its layout, "
-                       f"ran slower than predicted, by {median:.2f}x at the median ({ratios[0]:.2f}-{ratios[-1]:.2f}x): "
-                       f"{why}")
+        seen = _kind_stats(i)     # replayed only for a kind the run is
+        if seen["flagged"]:
+            lo, hi = seen["range"]
+            out.append(f"for {kind}, {seen['slower']} of {seen['runs']} published runs, replayed as each states "
+                       f"its layout, ran slower than predicted, by {seen['median']:.2f}x at the median "
+                       f"({lo:.2f}-{hi:.2f}x): {why}")
     return out
 
 

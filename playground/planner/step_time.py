@@ -18,7 +18,9 @@
   layer (``Model.sliding_window``, ``local_layers`` of them) only the band its window spans, and under
   CP only the passes its window reaches back to; a step averages the two kinds of layer.
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
-  ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel).
+  ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel); and a Hopper held at
+  its power limit through a run keeps ``eta_sustained`` (0.915) of the rate short benchmarks measure
+  on its bf16 GEMMs and attention (``costs.sustained_rate``; FP8 keeps its rate).
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
@@ -84,7 +86,8 @@ from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, La
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
                                       layer_forward, layer_gemms, module_recompute_time, overlapped, per_op_recomputed,
-                                      pipeline_link, replica_link, shard_link, tensor_parallel_link)
+                                      pipeline_link, replica_link, shard_link, sustained_rate,
+                                      tensor_parallel_link)
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
 
@@ -176,10 +179,12 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     """Step time, throughput and memory of ``layout``; see the module docstring for the terms."""
     check_layout(model, layout, gpus)
     stated = eff
-    clock = power_clock(cluster, eff)
-    if clock < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and the attention kernel)
-        eff = replace(eff, **{k: getattr(eff, k) * clock for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2",
-                                                                   "attention_fa2_hopper", "attention_fa3")})
+    clock, held = power_clock(cluster, eff), sustained_rate(cluster.gpu, eff)
+    if clock < 1 or held < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and the attention
+        # kernel); hours at the power limit hold a Hopper's bf16 ones below their short-benchmark rate
+        eff = replace(eff, **{k: getattr(eff, k) * clock * (1 if k == "fp8_gemm" else held)
+                              for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2", "attention_fa2_hopper",
+                                        "attention_fa3")})
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
     s, h = model.seq_len, model.hidden
     stages = stage_layers(model, layout)
@@ -296,7 +301,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "stage_layers": layers_slow, "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
-        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "power_exponent", "hbm", "link",
-                                                          "kernel_s", "latency_s")},
-        "power_clock": clock, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
+        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "power_exponent",
+                                                          "hbm", "link", "kernel_s", "latency_s")},
+        "power_clock": clock, "sustained_rate": held, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

@@ -104,11 +104,17 @@ def _report(r: dict) -> str:
 
 
 def _power_line(r: dict) -> list[str]:
-    if r.get("power_clock", 1.0) >= 1:
-        return []
-    return [f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "
-            f"{r['power_clock']:.3f} of their rate (assumed (limit / TDP)^{r['assumptions']['power_exponent']:g}; "
-            "the range spans ^1/3 to ^1)"]
+    lines = []
+    if r.get("sustained_rate", 1.0) < 1:
+        lines.append(f"sustain  bf16 tensor cores at {r['sustained_rate']:.3f} of a short benchmark's rate through a run\n"
+                     f"         ({r['gpu']}s held at their power limit, as gpu-fryer's minute-long matmul measures; FP8 keeps "
+                     "its rate)")
+    if r.get("power_clock", 1.0) < 1:
+        lo, hi = EFFICIENCY.spread["power_exponent"]
+        lines.append(f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "
+                     f"{r['power_clock']:.3f} of their rate (assumed (limit / TDP)^{r['assumptions']['power_exponent']:g}; "
+                     f"the range spans ^{lo:g} to ^{hi:g})")
+    return lines
 
 
 def _range_line(r: dict) -> str:

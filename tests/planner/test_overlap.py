@@ -7,14 +7,14 @@ import pytest
 from playground import hardware
 from playground.planner import EFFICIENCY, allreduce_time, data_parallel_tokens, fsdp_tokens, hiding_thresholds
 from playground.planner import tensor_parallel_hidden
-from playground.planner.costs import allgather_time, peak_flops
+from playground.planner.costs import allgather_time, peak_flops, sustained_rate
 from playground.planner.layout import Efficiency
 
 NO_LATENCY = Efficiency(latency_s=0.0)
 
 
-def compute_s(flops, gpu):
-    return flops / (NO_LATENCY.gemm * peak_flops(gpu))
+def compute_s(flops, gpu):   # at the rate a GPU holds through a run, as the step-time model charges it
+    return flops / (NO_LATENCY.gemm * sustained_rate(gpu, NO_LATENCY) * peak_flops(gpu))
 
 
 @pytest.mark.parametrize("name", ["A100", "H100", "H200"])

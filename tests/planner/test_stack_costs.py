@@ -1,5 +1,5 @@
 """What today's stacks pay that Megatron-LM of 2021 did not: FP8 casts, per-op checkpointing, eager
-kernels, a power limit, HSDP's intra-node gathers, NCCL's share of the SMs, TP overlap.  Each term is
+kernels, a power limit, a Hopper held at its power limit for a run, HSDP's intra-node gathers, NCCL's share of the SMs, TP overlap.  Each term is
 checked against its own accounting, and against the direction it must move a step."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from playground import hardware
 from playground.planner.costs import (BYTES, Model, block_matmuls, eager_extra_bytes, flops_per_step, fp8_cast_bytes,
-                                      layer_gemms, overlapped, per_op_recomputed, shard_link)
+                                      layer_gemms, overlapped, per_op_recomputed, shard_link, sustained_rate)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
 from playground.planner.memory import layer_activation_bytes
@@ -66,6 +66,28 @@ def test_a_power_limit_below_the_tdp_slows_the_tensor_cores_only():
     assert slow["step_time_s"] > full["step_time_s"]
     assert slow["time_breakdown"]["optimizer"] == pytest.approx(full["time_breakdown"]["optimizer"])  # HBM-bound
     assert slow["mfu"] < full["mfu"] and slow["power_clock"] < 1
+
+
+def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate_on_bf16_work_only():
+    """gpu-fryer's minute-long matmul against a brief one: bf16 GEMMs and attention on a Hopper at
+    ``hopper_sustained`` of the rate, FP8 GEMMs and the HBM-bound work untouched, an A100 untouched."""
+    h100, a100 = hardware.gpu("H100"), hardware.gpu("A100-80GB")
+    assert sustained_rate(h100, EFFICIENCY) == EFFICIENCY.hopper_sustained == pytest.approx(730 / 797.5, abs=1e-3)
+    assert sustained_rate(h100, EFFICIENCY, "fp8") == sustained_rate(a100, EFFICIENCY) == 1.0
+    held, burst = predict(LLAMA, H100, FSDP8), predict(LLAMA, H100, FSDP8, replace(EFFICIENCY, hopper_sustained=1.0))
+    assert held["sustained_rate"] == EFFICIENCY.hopper_sustained and burst["sustained_rate"] == 1.0
+    assert held["step_time_s"] > burst["step_time_s"]
+    assert held["compute_parts"]["gemm"] == pytest.approx(burst["compute_parts"]["gemm"] / EFFICIENCY.hopper_sustained,
+                                                          rel=0.02)   # compute-bound GEMMs: the launch cost apart
+    assert held["time_breakdown"]["optimizer"] == pytest.approx(burst["time_breakdown"]["optimizer"])  # HBM-bound
+    fp8 = replace(FSDP8, dtype="fp8", attention_kernel="fa3")
+    low = replace(EFFICIENCY, hopper_sustained=0.5)
+    # FP8 GEMMs keep their rate: halving the sustained share is not halving the FP8 GEMMs' rate too
+    both = replace(low, fp8_gemm=EFFICIENCY.fp8_gemm * 0.5)
+    assert predict(LLAMA, H100, fp8)["step_time_s"] < predict(LLAMA, H100, fp8, low)["step_time_s"] \
+        < predict(LLAMA, H100, fp8, both)["step_time_s"]
+    a = Cluster.of("A100-80GB")
+    assert predict(LLAMA, a, FSDP8, low)["step_time_s"] == predict(LLAMA, a, FSDP8)["step_time_s"]
 
 
 def test_hsdp_gathers_ride_nvlink_when_a_node_holds_the_shard_group():
