@@ -10,6 +10,11 @@ TFLOP/s (2 M N K per product).  On a GPU the hardware table knows, or with ``--p
 shape's fraction of the dense peak is reported and the best shape's fraction is the measured
 ``gemm`` efficiency (the Maximum Achievable Matmul FLOPS idea); on a CPU there is no datasheet
 peak, so fractions are of the best shape measured here and no efficiency is claimed.
+
+``--hold SECONDS`` then runs the best shape back to back for that long, as a training run holds its
+GPU (gpu-fryer's test), and reports the rate of its last quarter against the short measurement: on a
+Hopper that ratio is the measured ``hopper_sustained`` (a GPU at its power limit slows its tensor
+cores), elsewhere it is reported and not claimed.
 """
 
 from __future__ import annotations
@@ -52,6 +57,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed calls per shape first (default 2)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where to run (default auto: CUDA when present)")
+    parser.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+                        help="afterwards, run the best shape back to back for this long and report the rate of "
+                             "its last quarter over the short measurement (default 0: off; gpu-fryer holds 60 s); "
+                             "on a Hopper GPU that ratio is the measured hopper_sustained")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="dense peak of this device in TFLOP/s, when the hardware table does not "
                              "know it (default: the table's bf16 peak on a known GPU; none on a CPU)")
@@ -68,6 +77,8 @@ def _shapes(args, device) -> tuple[list[tuple[str, int, int, int, int]], int, in
             raise ValueError(f"{name} must be >= 1, got {value}")
     if args.warmup < 0:
         raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    if not math.isfinite(args.hold) or not 0 <= args.hold <= 3600:
+        raise ValueError(f"--hold must be seconds from 0 (off) to 3600, got {args.hold:g}")
     if any(n < 1 for n in sizes):
         raise ValueError(f"--sizes must each be >= 1, got {sizes}")
     if args.peak_tflops is not None and not (0 < args.peak_tflops < math.inf):
@@ -116,6 +127,28 @@ def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
     return times
 
 
+def _hold(count, M, N, K, dtype, device, seconds) -> float:
+    """Seconds per product over the last quarter of ``seconds`` of back-to-back products."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    shape_a, shape_b = ((count, M, K), (count, K, N)) if count > 1 else ((M, K), (K, N))
+    a = torch.randn(shape_a, generator=gen, device=device, dtype=dtype)
+    b = torch.randn(shape_b, generator=gen, device=device, dtype=dtype)
+    out = torch.empty(shape_a[:-1] + (N,), device=device, dtype=dtype)
+    mm = torch.bmm if count > 1 else torch.mm
+    start = time.perf_counter()
+    tail_start, tail_calls = None, 0
+    while True:
+        mm(a, b, out=out)
+        _sync(device)       # per call: the clock must see the device's time, not the launch queue's
+        now = time.perf_counter() - start
+        if tail_start is None and now >= 0.75 * seconds:
+            tail_start, tail_calls = time.perf_counter(), 0
+        elif tail_start is not None:
+            tail_calls += 1
+        if now >= seconds and tail_calls:
+            return (time.perf_counter() - tail_start) / tail_calls
+
+
 def run(args) -> dict:
     device = _device(args.device)
     shapes, tp, tokens = _shapes(args, device)
@@ -144,6 +177,13 @@ def run(args) -> dict:
     for r in rows:
         r["fraction_of_best"] = round(r["tflops"] / best["tflops"], 4)
         r["fraction_of_peak"] = None if peak is None else round(r["tflops"] * 1e12 / peak, 4)
+    held = None
+    if args.hold > 0:   # the best shape held as a run holds it: its last quarter against the short runs
+        per = _hold(best["count"], best["m"], best["n"], best["k"], dtype, device, args.hold)
+        tflops = 2 * best["count"] * best["m"] * best["n"] * best["k"] / per / 1e12
+        held = {"shape": best["shape"], "seconds": args.hold, "tflops": float(f"{tflops:.4g}"),
+                "over_short": round(tflops / best["tflops"], 4)}
+    hopper = row is not None and getattr(row, "architecture", "") == "hopper"
     layer = [r for r in rows if not r["shape"].startswith("square")]
     layer_flops = sum(2 * r["count"] * r["m"] * r["n"] * r["k"] for r in layer)
     layer_s = sum(r["median_ms"] for r in layer) / 1e3
@@ -162,7 +202,9 @@ def run(args) -> dict:
         "rows": rows,
         "best": {"shape": best["shape"], "tflops": best["tflops"], "fraction_of_peak": best["fraction_of_peak"]},
         "layer_tflops": float(f"{layer_flops / layer_s / 1e12:.4g}") if layer_s else None,
-        "efficiency": {} if peak is None else {"gemm": best["fraction_of_peak"]},
+        "held": held,
+        "efficiency": {**({} if peak is None else {"gemm": best["fraction_of_peak"]}),
+                       **({"hopper_sustained": held["over_short"]} if held and hopper else {})},
         "efficiency_spread": {} if peak is None else {
             "gemm": [round(best["tflops_range"][0] * 1e12 / peak, 4), round(best["tflops_range"][1] * 1e12 / peak, 4)]},
         "note": (f"fractions of the dense peak ({peak_source}); the best shape's is the measured gemm efficiency"

@@ -146,7 +146,8 @@ _SPREAD = {
     "optimizer_bytes": (28, 34),
     "loss_bytes": (6, 52),        # a fused loss kernel ... Megatron's in-place fp32 chain
 }
-MEASURED = ("gemm", "fp8_gemm", "hbm", "link", "kernel_s", "latency_s", "optimizer_bytes")  # what a results file may set
+MEASURED = ("gemm", "fp8_gemm", "hopper_sustained", "hbm", "link", "kernel_s", "latency_s",
+            "optimizer_bytes")  # what a results file may set
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,8 @@ class Efficiency:
     def from_results(cls, path, base: "Efficiency | None" = None) -> "Efficiency":
         """``base`` (the defaults) with every constant a results file measured: its ``efficiency``
         block (``python -m playground.bench gemm --out FILE`` writes ``gemm``, the best shape's
-        fraction of the dense peak) and ``efficiency_spread``.  ``sources`` names the file, the
+        fraction of the dense peak, and with ``--hold`` on a Hopper ``hopper_sustained``) and
+        ``efficiency_spread``.  ``sources`` names the file, the
         device and the date; ``measured_from`` lists what came from it.  PlanError when the file
         cannot be read or measured nothing (a CPU run without ``--peak-tflops``)."""
         base = base or cls()

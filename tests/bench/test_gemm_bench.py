@@ -54,10 +54,27 @@ def test_with_a_peak_the_best_shape_gives_the_measured_gemm_efficiency(tmp_path,
     assert eff.sources["gemm"].startswith(f"measured: {out} (gemm on ")
 
 
+def test_holding_the_best_shape_reports_its_sustained_share_and_claims_it_only_on_a_hopper(tmp_path, capsys):
+    """--hold runs the best shape back to back, as gpu-fryer does, and reports its last quarter's rate
+    over the short measurement; on a CPU (no Hopper) the ratio is reported, not claimed as
+    hopper_sustained; a results file that does claim it sets the planner's constant."""
+    printed = _run(capsys, "--json", "--hold", "0.2")
+    held = printed["held"]
+    assert held["shape"] == printed["best"]["shape"] and held["seconds"] == 0.2 and held["tflops"] > 0
+    assert held["over_short"] == pytest.approx(held["tflops"] / printed["best"]["tflops"], rel=1e-3)
+    assert "hopper_sustained" not in printed["efficiency"]
+    assert _run(capsys, "--json")["held"] is None                      # off by default
+    claimed = tmp_path / "held.json"
+    claimed.write_text(json.dumps({"benchmark": "gemm", "efficiency": {"hopper_sustained": 0.9},
+                                   "provenance": {"device": "NVIDIA H100 80GB HBM3"}}))
+    eff = Efficiency.from_results(claimed)
+    assert eff.hopper_sustained == 0.9 and eff.measured == ["hopper_sustained"]
+
+
 def test_help_explains_every_option(capsys):
     assert bench_main(["gemm", "--help"]) == 0
     text = capsys.readouterr().out
-    for flag in ("--model", "--tp", "--micro-batch", "--tokens", "--sizes", "--repeats", "--warmup",
+    for flag in ("--model", "--tp", "--micro-batch", "--tokens", "--sizes", "--repeats", "--warmup", "--hold",
                  "--device", "--peak-tflops", "--out", "--json", "--save"):
         assert flag in text
     assert "fp32" in text and "bf16" in text                        # it says which precision runs where
@@ -65,7 +82,8 @@ def test_help_explains_every_option(capsys):
 
 @pytest.mark.parametrize("bad", [["--tp", "0"], ["--tp", "3"], ["--tp", "x"], ["--sizes", "0"],
                                  ["--repeats", "0"], ["--warmup", "-1"], ["--tokens", "0"],
-                                 ["--peak-tflops", "-1"], ["--model", "gpt-5"], ["--device", "tpu"]])
+                                 ["--peak-tflops", "-1"], ["--hold", "-1"], ["--hold", "nan"],
+                                 ["--model", "gpt-5"], ["--device", "tpu"]])
 def test_bad_input_is_one_line_and_exit_2(bad, capsys):
     assert bench_main(["gemm", *bad]) == 2
     captured = capsys.readouterr()
