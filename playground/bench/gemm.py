@@ -101,14 +101,19 @@ def _shapes(args, device) -> tuple[list[tuple[str, int, int, int, int]], int, in
     return shapes, tp, tokens
 
 
-def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
-    """Seconds per product, one value per timed repetition."""
+def _operands(count, M, N, K, dtype, device):
+    """The two inputs, the output and the product (batched when ``count`` > 1) of one shape."""
     gen = torch.Generator(device=device).manual_seed(0)  # drawn where they are used: no host copy
     shape_a, shape_b = ((count, M, K), (count, K, N)) if count > 1 else ((M, K), (K, N))
     a = torch.randn(shape_a, generator=gen, device=device, dtype=dtype)
     b = torch.randn(shape_b, generator=gen, device=device, dtype=dtype)
     out = torch.empty(shape_a[:-1] + (N,), device=device, dtype=dtype)
-    mm = torch.bmm if count > 1 else torch.mm
+    return a, b, out, (torch.bmm if count > 1 else torch.mm)
+
+
+def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
+    """Seconds per product, one value per timed repetition."""
+    a, b, out, mm = _operands(count, M, N, K, dtype, device)
     for _ in range(max(warmup, 1)):  # one call at least: it sizes the repetitions
         _sync(device)
         start = time.perf_counter()
@@ -129,12 +134,7 @@ def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
 
 def _hold(count, M, N, K, dtype, device, seconds) -> float:
     """Seconds per product over the last quarter of ``seconds`` of back-to-back products."""
-    gen = torch.Generator(device=device).manual_seed(0)
-    shape_a, shape_b = ((count, M, K), (count, K, N)) if count > 1 else ((M, K), (K, N))
-    a = torch.randn(shape_a, generator=gen, device=device, dtype=dtype)
-    b = torch.randn(shape_b, generator=gen, device=device, dtype=dtype)
-    out = torch.empty(shape_a[:-1] + (N,), device=device, dtype=dtype)
-    mm = torch.bmm if count > 1 else torch.mm
+    a, b, out, mm = _operands(count, M, N, K, dtype, device)
     start = time.perf_counter()
     tail_start, tail_calls = None, 0
     while True:
