@@ -108,6 +108,10 @@ class Layout:
                                      # FSDP) | tensor (each parameter tensor on its own: DeepSpeed ZeRO-3, 2021)
     grad_reduce: str = "bf16"        # dtype gradients are reduced in: bf16, or fp32 (torchtitan's FSDP2 and
                                      # Megatron-Bridge's mixed precision by default: 4 bytes each)
+    p2p_overlap: bool = False        # interleaved 1F1B (vpp > 1): each chunk's sends and receives run behind the
+                                     # next chunk's compute (Megatron-Core's overlap_p2p_comm, on by default since
+                                     # 2023; torch.distributed.pipelining posts its receives ahead); at vpp = 1
+                                     # both stacks wait on them, as Megatron-LM of 2021-22 did at any vpp
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
 
@@ -116,10 +120,12 @@ class Layout:
         """A layout with today's defaults: bf16, flash attention, no dropout, sequence parallelism
         whenever TP > 1, the distributed optimizer (ZeRO-1) whenever DP x CP > 1, gradient
         reduction overlapped with backward and done in fp32 (torchtitan's ``mixed_precision_reduce`` and
-        Megatron-Bridge's ``grad_reduce_in_fp32`` default), no recomputation.  Any knob given overrides them."""
+        Megatron-Bridge's ``grad_reduce_in_fp32`` default), the interleaved schedule's point-to-point
+        transfers behind compute (``p2p_overlap``), no recomputation.  Any knob given overrides them."""
         cp = knobs.get("cp", 1)
         defaults = dict(recompute="none", sequence_parallel=tp > 1, flash_attention=True, dropout=False,
-                        overlap_grad_reduce=True, grad_reduce="fp32", zero_stage=1 if dp * cp > 1 else 0)
+                        overlap_grad_reduce=True, grad_reduce="fp32", zero_stage=1 if dp * cp > 1 else 0,
+                        p2p_overlap=True)
         return cls(tp, pp, dp, **{**defaults, **knobs})
 
     @property
@@ -168,6 +174,8 @@ class Layout:
                                          (self.tp > 1 and self.tp_overlap != "none", f"TP overlap {self.tp_overlap}"),
                                          (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"),
                                          (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"),
+                                         (self.pp > 1 and self.vpp > 1 and not self.p2p_overlap,
+                                          "PP transfers exposed"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.fp8_activations, "FP8 activations"),
                                          (not self.loss_fp32, "bf16 loss"),

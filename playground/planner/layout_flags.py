@@ -87,6 +87,11 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
                      "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
                      "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")
+    lay.add_argument("--p2p-overlap", action=_BOOL, default=None, help="with --vpp > 1, run each model chunk's "
+                     "pipeline sends and receives behind the next chunk's compute (Megatron-Core's overlap_p2p_comm, "
+                     "on whenever the schedule is interleaved; torch.distributed.pipelining posts its receives ahead); "
+                     "--no-p2p-overlap waits on each, as Megatron-LM of 2021-22 did; without interleaving both wait "
+                     "(default: on)")
     lay.add_argument("--grad-reduce", choices=("bf16", "fp32"), help="dtype gradients are reduced in (all-reduce "
                      "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
                      "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
@@ -123,7 +128,7 @@ def layout_knobs(opts) -> dict:
         if not knobs["recompute_modules"]:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap",
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "p2p_overlap",
                 "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "loss_fp32"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}

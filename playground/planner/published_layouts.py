@@ -18,7 +18,8 @@ a setting of its own):
   the paper's runs had.  The chapter shows them at v = 2 too (ratios 1.04-1.15 against 1.04-1.10),
   and the tests hold both inside the band;
 * the scatter/gather optimisation for pipeline sends;
-* gradients reduced after the pipeline flush, not overlapped with backward (Megatron-LM of 2021);
+* gradients reduced after the pipeline flush, not overlapped with backward, and pipeline sends and
+  receives waited on (Megatron-LM of 2021; its p2p overlap came in 2023);
 * no sequence parallelism and no flash attention (both postdate the paper).
 
 Dubey et al. 2024 (arXiv:2407.21783), Table 4: Llama 3 405B on H100s at 8K context, the two
@@ -26,13 +27,15 @@ rows without context parallelism.  There "TFLOPs/GPU" is *model* FLOPs (BF16 MFU
 compared with ``model_tflops_per_gpu``.  Assumed alike for both rows: micro-batch 1, two virtual
 stages (the paper runs an interleaved schedule, Sec. 3.3.2), flash attention with sequence
 parallelism, the attention core recomputed in backward (what a flash-attention backward does),
-FSDP gradients reduced during backward (ZeRO stage 2 traffic).
+FSDP gradients reduced during backward (ZeRO stage 2 traffic).  Whether the schedule's pipeline
+transfers run behind compute is not stated: the range spans both (``p2p_overlap``).
 
 Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3 and 5: 22B, 175B, 530B and 1T GPTs on one
 model replica (no data parallelism) of Selene, each with full recomputation and with selective
 recomputation + sequence parallelism, published as end-to-end iteration times; plus the 530B run at
 8-way data parallelism (39.15 s, Sec. 6.3).  Published settings: TP 8, the PP and batch sizes of
-Table 3, the interleaved schedule with 3 stages per GPU for 175B and 530B, no gradient overlap.
+Table 3, the interleaved schedule with 3 stages per GPU for 175B and 530B, no gradient overlap
+(and, in the Megatron-LM of 2022, no overlap of the pipeline's transfers either).
 The row's TFLOP/s is the model FLOPs (their Appendix A = ``flops_per_step(..., "none")``) over the
 published time, so the comparison is on time; it reproduces their MFU (41.5% for 22B).
 

@@ -19,8 +19,8 @@ __all__ = ["NEMO_2407"]
 
 _SOURCE = ("https://github.com/NVIDIA/NeMo/blob/070a0bb168d405d653b9734c0017cf5078e77c0d/docs/source/performance/"
            "performance_summary.md (Pretraining, NeMo 24.07 container, DGX-H100, FP8)")
-_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce")
-_NOTE = ("FP8 (Transformer Engine) on the linear layers; recompute, sequence parallelism, TP/DP communication "
+_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce", "p2p_overlap")
+_NOTE = ("FP8 (Transformer Engine) on the linear layers; recompute, sequence parallelism, TP/DP/PP communication "
          "overlap and the gradient-reduction dtype not in the table (Layout.today's taken, the range over them)")
 
 

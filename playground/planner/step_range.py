@@ -50,6 +50,7 @@ SETTINGS = {
     "moe_imbalance": (1.0, 1.25, 1.5),
     "ep_dispatch": ("alltoall", "deepep"),
     "ep_overlap": (False, True),
+    "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "grad_reduce": ("bf16", "fp32"),
     "zero_stage": (0, 1, 2, 3),
     "reshard_after_forward": (True, False),   # FSDP2: gather every micro-batch, or keep the step's gathers

@@ -31,7 +31,10 @@
   layer's GEMMs, only what outlasts them and the SMs they hold exposed; with ``"forward"``
   (PyTorch's async TP, which its authors measured at up to 20% off the forward and 8% off the step
   of Llama 3 70B) only the forward passes' are.
-* **pipeline point-to-point**: one activation per micro-batch and virtual stage each way.
+* **pipeline point-to-point**: one activation per micro-batch and virtual stage each way, waited on
+  (Megatron-LM of 2021-22; any 1F1B without interleaving); with ``p2p_overlap`` and v > 1 (Megatron-Core's
+  ``overlap_p2p_comm``, on whenever it interleaves; torch.distributed.pipelining's runtime) each chunk's
+  transfers run behind the next chunk's compute, only what outlasts it and the SMs they hold exposed.
 * **context-parallel** ring attention: each layer passes its K/V block c - 1 times forward (and K/V
   with their gradients backward), each pass overlapped with one block of attention; only what
   outlasts the block is exposed.
@@ -225,6 +228,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     pp_link, pp_bw = pipeline_link(layout, cluster)
     p2p_bytes = layout.micro_batch * s / layout.cp * h * BYTES / (t if layout.scatter_gather else 1)
     p2p_mb = 0.0 if p == 1 else 2 * v * (eff.latency_s + p2p_bytes / (eff.link * pp_bw))
+    if p > 1 and v > 1 and layout.p2p_overlap:   # each chunk's transfers behind the next chunk's compute:
+        # the forward crossings behind forward chunks, the backward ones behind backward chunks
+        p2p_mb = overlapped(p2p_mb / 2, slow["forward"], gpu, eff) + overlapped(p2p_mb / 2, slow["backward"], gpu, eff)
     per_mb = slow["total"] + p2p_mb
     pipeline_t = (m + (p - 1) / v) * per_mb
     bubble_t = (p - 1) / v * per_mb
