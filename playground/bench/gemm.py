@@ -182,7 +182,7 @@ def run(args) -> dict:
         per = _hold(best["count"], best["m"], best["n"], best["k"], dtype, device, args.hold)
         tflops = 2 * best["count"] * best["m"] * best["n"] * best["k"] / per / 1e12
         held = {"shape": best["shape"], "seconds": args.hold, "tflops": float(f"{tflops:.4g}"),
-                "over_short": round(tflops / best["tflops"], 4)}
+                "over_short": float(f"{tflops / best['tflops']:.4g}")}   # 4 significant digits, as the rates
     hopper = row is not None and getattr(row, "architecture", "") == "hopper"
     layer = [r for r in rows if not r["shape"].startswith("square")]
     layer_flops = sum(2 * r["count"] * r["m"] * r["n"] * r["k"] for r in layer)
