@@ -210,7 +210,8 @@ def _check_page(browser, base: str, page_path: str, width: int) -> list[str]:
         problems.append(f"page is {overflow}px wider than a {width}px viewport")
     problems += page.evaluate(LAYOUT_JS)
     name = re.sub(r"[^A-Za-z0-9_.-]", "_", page_path.removesuffix(".html"))
-    page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=(width == WIDTHS[0]))
+    # a whole long chapter rendered at 1280 px takes a loaded 2-core machine past playwright's 30 s default
+    page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=(width == WIDTHS[0]), timeout=120_000)
     context.close()
     return problems
 
