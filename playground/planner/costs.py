@@ -177,10 +177,14 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     element, the current/tensor-wise scaling of Megatron-Bridge's FP8-CS and torchtitan's float8),
     read again and written in FP8 (2 + 1 B), and written once more transposed for the backward
     GEMM that needs the other major order (1 B): 6 B per element.  Forward casts each input
-    activation (M x K) and each weight (K x N, every micro-batch); backward each output gradient
-    (M x N).  The attention core and the logits stay in bf16 and cast nothing."""
+    activation (M x K) and each weight (K x N); backward each output gradient (M x N).  A weight is
+    cast once per step when ``layout.fp8_weight_cache`` holds and ZeRO-3 does not re-gather it
+    (Transformer Engine keeps the FP8 copy from the step's first micro-batch: its share of each
+    micro-batch is 1/m), else every micro-batch.  The attention core and the logits stay in bf16
+    and cast nothing."""
     per_element = 2 + 2 + 1 + 1
-    return per_element * sum(c * (M * K + K * N + M * N)
+    weights = 1 / layout.micro_batches if layout.fp8_weight_cache and layout.zero_stage != 3 else 1.0
+    return per_element * sum(c * (M * K + weights * K * N + M * N)
                              for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,
                                                                  layout.ep, moe, layout.expert_tp_degree)
                              if name not in ATTENTION_CORE)

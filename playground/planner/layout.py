@@ -98,6 +98,10 @@ class Layout:
     fp32_gather: bool = False        # FSDP keeps and all-gathers the weights in fp32, 4 bytes each (FSDP1 without
                                      # a param_dtype under autocast: Composer's DEFAULT, plain Accelerate)
     fp8_activations: bool = False    # linear layers' saved inputs kept in FP8, 1 byte each (DeepSeek-V3 Sec. 3.3.4)
+    fp8_weight_cache: bool = True    # FP8 outside ZeRO-3: each weight cast (and transposed) on a step's first
+                                     # micro-batch, reused by the rest (Transformer Engine's is_first_microbatch,
+                                     # which Megatron-Core's schedules set); False: cast every micro-batch.  Under
+                                     # ZeRO-3 every micro-batch gathers the weights again, and casts them again
     loss_fp32: bool = True           # the loss upcasts the logits to fp32 (False: computed on the bf16 logits)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
@@ -178,6 +182,8 @@ class Layout:
                                           "PP transfers exposed"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.fp8_activations, "FP8 activations"),
+                                         (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
+                                          "FP8 weights cast every micro-batch"),
                                          (not self.loss_fp32, "bf16 loss"),
                                          (self.cp > 1 and self.cp_method != "ring", f"{self.cp_method} CP"))
                  if on]

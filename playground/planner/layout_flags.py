@@ -92,6 +92,11 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "on whenever the schedule is interleaved; torch.distributed.pipelining posts its receives ahead); "
                      "--no-p2p-overlap waits on each, as Megatron-LM of 2021-22 did; without interleaving both wait "
                      "(default: on)")
+    lay.add_argument("--fp8-weight-cache", action=_BOOL, default=None, help="with --dtype fp8 and without "
+                     "ZeRO-3, cast each weight to FP8 once per step and reuse it for the step's other micro-batches "
+                     "(Transformer Engine's is_first_microbatch, which Megatron-Core sets); --no-fp8-weight-cache "
+                     "casts every micro-batch (float8 without such a cache); under ZeRO-3 each micro-batch gathers "
+                     "and casts the weights again either way (default: on)")
     lay.add_argument("--grad-reduce", choices=("bf16", "fp32"), help="dtype gradients are reduced in (all-reduce "
                      "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
                      "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
@@ -129,7 +134,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "p2p_overlap",
-                "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "loss_fp32"):
+                "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "loss_fp32"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

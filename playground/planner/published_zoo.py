@@ -86,7 +86,7 @@ DEEPSEEK_V3 = PublishedStackRun(
     Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, zero_stage=1, dtype="fp8",
                  ep_dispatch="deepep", ep_overlap=True, recompute="selective",
                  recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True),
-    ("micro_batch", "grad_reduce"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
+    ("micro_batch", "grad_reduce", "fp8_weight_cache"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
     note=("the whole pre-training's average (batch ramp, the MTP module, any downtime included; the model takes "
           "batch 15,360 and no MTP); DualPipe taken as 1F1B with the all-to-alls behind the paired micro-batch "
           "(ep_overlap; its smaller bubble not modelled); DeepEP with node-limited routing (each token to at "

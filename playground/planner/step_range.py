@@ -51,6 +51,7 @@ SETTINGS = {
     "ep_dispatch": ("alltoall", "deepep"),
     "ep_overlap": (False, True),
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
+    "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "grad_reduce": ("bf16", "fp32"),
     "zero_stage": (0, 1, 2, 3),
     "reshard_after_forward": (True, False),   # FSDP2: gather every micro-batch, or keep the step's gathers

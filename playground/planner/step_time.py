@@ -66,7 +66,8 @@
   vocabulary split over TP.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
 * **FP8** (``dtype="fp8"``): GEMMs at ``eta_fp8`` of the FP8 peak of the hardware table, each
-  operand scaled and cast first (``fp8_cast_bytes``: 6 B per element over HBM); the attention core,
+  operand scaled and cast first (``fp8_cast_bytes``: 6 B per element over HBM; a weight once per
+  step where Transformer Engine caches its FP8 copy, ``fp8_weight_cache``); the attention core,
   the logits, element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are
   always against the dense BF16 peak, so that an FP8 run's MFU compares with a bf16 run's.
 * weights FSDP keeps in **fp32** (``fp32_gather``) are cast to bf16 by autocast where each is used:

@@ -34,6 +34,25 @@ def test_fp8_casts_six_bytes_per_operand_element_and_keeps_the_logits_in_bf16():
     assert fp8["compute_parts"]["logits"] == pytest.approx(bf16["compute_parts"]["logits"])
 
 
+
+def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers_it_again():
+    gemms = [g for g in layer_gemms(LLAMA, 1, 4) if g[0] not in ("scores", "context")]
+    activations = 6 * sum(c * (M * K + M * N) for _, c, M, N, K in gemms)
+    weights = 6 * sum(c * K * N for _, c, M, N, K in gemms)
+    cached = Layout.today(4, 1, 2, micro_batch=1, global_batch=16, dtype="fp8")   # 8 micro-batches a step
+    assert cached.micro_batches == 8
+    # the step's first micro-batch casts the weights; the other seven reuse its FP8 copy
+    assert fp8_cast_bytes(LLAMA, cached) == pytest.approx(activations + weights / 8)
+    assert fp8_cast_bytes(LLAMA, replace(cached, fp8_weight_cache=False)) == pytest.approx(activations + weights)
+    one = replace(cached, global_batch=2)   # one micro-batch: nothing to reuse
+    assert fp8_cast_bytes(LLAMA, one) == pytest.approx(fp8_cast_bytes(LLAMA, replace(one, fp8_weight_cache=False)))
+    # ZeRO-3 gathers the weights again every micro-batch, and casts them again
+    sharded = replace(cached, zero_stage=3)
+    assert fp8_cast_bytes(LLAMA, sharded) == pytest.approx(activations + weights)
+    assert predict(LLAMA, H100, cached)["step_time_s"] < predict(LLAMA, H100, replace(cached, fp8_weight_cache=False))[
+        "step_time_s"]
+    assert "FP8 weights cast every micro-batch" in replace(cached, fp8_weight_cache=False).describe()
+
 def test_per_op_checkpointing_recomputes_every_other_matmul_of_the_block():
     names = [g[0] for g in block_matmuls(LLAMA, 1, 1)]
     assert names == ["q", "k", "v", "proj", "mlp_in_gate", "mlp_in_up", "mlp_out"]
