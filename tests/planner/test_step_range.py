@@ -102,5 +102,25 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
     assert not is_kind(dense, Cluster.of("H100", power_limit_w=500), fsdp)
     assert not is_kind(dense, Cluster.of("A100-80GB"), fsdp)
     flagged = statistics.median(_published_ratios(kind)) > CAVEAT_MEDIAN
-    lines = validation_caveats(dense, Cluster.of("H100"), fsdp)
+    lines = [x for x in validation_caveats(dense, Cluster.of("H100"), replace(fsdp, recompute="full"))
+             if "Hopper GPUs at their full power" in x]
     assert bool(lines) == flagged and not flagged
+
+
+def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_their_rows_replayed():
+    """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: every stack's
+    published rows of that kind replayed slower than predicted, so a plan of that kind says how much
+    (computed from the rows); recomputing, tensor parallelism or a MoE leave the kind."""
+    from playground.planner import preset
+    from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
+    name = "a dense model without tensor parallelism or activation recomputation"
+    kind = [k[0] for k in _KINDS].index(name)
+    ratios = _published_ratios(kind)
+    assert len(ratios) >= 10 and statistics.median(ratios) > CAVEAT_MEDIAN
+    dense, h100 = preset("llama3-8b"), Cluster.of("H100")
+    hsdp = Layout.today(1, 1, 64, micro_batch=2, global_batch=512, zero_stage=3, shard_group=8)
+    [line] = [x for x in validation_caveats(dense, h100, hsdp) if name in x]
+    assert f"{statistics.median(ratios):.2f}x at the median" in line and f"{ratios[0]:.2f}-{ratios[-1]:.2f}x" in line
+    for other in (replace(hsdp, recompute="full"), Layout.today(2, 1, 32, micro_batch=2, global_batch=512)):
+        assert not any(name in x for x in validation_caveats(dense, h100, other))
+    assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), h100, hsdp))
