@@ -35,7 +35,7 @@ RUNS = {
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs"},
     {"architecture", "goodput", "efficiency"},
-    {"stages"},
+    {"stages", "hf_families"},
     {"layout", "hf_config", "presets", "gemms"},
     {"memory", "measure", "comm_costs"},
     {"costs"},

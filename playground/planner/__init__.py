@@ -7,7 +7,8 @@ the least model parallelism that fits, what would make a layout fit) -> ``step_t
 one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``) -> ``memory`` (the one memory model: bytes per
 GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks) -> ``stages`` (pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
-``config.json`` by ``hf_config`` or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
+``config.json`` by ``hf_config`` (the families that do not spell their shape Llama's way, GPT-2, MPT and
+Falcon, by ``hf_families``) or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
 checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
 (Chinchilla); ``overlap`` (when each axis's communication hides behind compute); the published runs and layouts the planner is validated against
 (``published_runs``, ``published_layouts``; today's stacks, torchtitan, fms-fsdp, Megatron-Bridge and more, in ``published_stacks``, llm-foundry's sweep in ``published_foundry``, the MoE Model Zoo's and DeepSeek-V3 in ``published_zoo``, NeMo AutoModel's FSDP2 + EP runs in ``published_automodel``, NeMo 24.07's FP8 runs in ``published_nemo``, each a ``published_row``), replayed by ``replay``, and beside a public peer model, llm-analysis, by ``peer_model``; ``step_range`` (the range a prediction spans over unstated settings and the constants' spread); ``measure`` (the formulas

@@ -38,8 +38,10 @@ Which keys are read, by ``model_type``:
 * glm4_moe: DeepSeek's MoE keys (``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
   ``first_k_dense_replace``) on grouped-query attention, with ``attention_bias`` on Q, K and V only,
   ``use_qk_norm``, and a per-expert routing bias; the MTP layers are not counted.
-* gpt2: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (null: 4 h), ``n_positions``, ``vocab_size``;
-  tied embeddings, learned positions, biases and LayerNorm.
+* nemotron: the Llama keys with a squared-ReLU MLP (``relu2``, not gated) and LayerNorm; gpt_neox: the
+  Llama keys with LayerNorm and biases throughout (``attention_bias``, default true).
+* gpt2, mpt, falcon, which spell their shape otherwise (``n_layer``, ``d_model``, ``multi_query`` ...):
+  ``playground.planner.hf_families`` reads them.
 * A config whose ``model_type`` the planner does not know but which carries expert keys
   (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_intermediate_size``) is refused:
   read as a dense Llama it would be counted without its experts.
@@ -60,11 +62,12 @@ from pathlib import Path
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
+from playground.planner.hf_families import FAMILY_READERS
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "olmoe",
-               "olmo2")
+               "olmo2", "nemotron", "gpt_neox")
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
@@ -72,11 +75,13 @@ KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 GATED_ACTS = ("silu", "swiglu", "swish")
-PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu")
+PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2")
 PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden size",
            "num_attention_heads": "the attention heads", "intermediate_size": "the MLP width",
            "vocab_size": "the vocabulary", "n_layer": "the layer count", "n_embd": "the hidden size",
            "n_head": "the attention heads", "n_positions": "the position table",
+           "n_layers": "the layer count", "d_model": "the hidden size", "n_heads": "the attention heads",
+           "max_seq_len": "the position table",
            "num_local_experts": "the expert count", "num_experts": "the expert count",
            "n_routed_experts": "the expert count", "num_experts_per_tok": "the experts per token",
            "moe_intermediate_size": "the expert width", "kv_lora_rank": "MLA's key/value rank",
@@ -112,8 +117,8 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
         cfg, source = cfg["text_config"], f"{source} (text_config)"
     keys = _Keys(cfg, source)
     kind = cfg.get("model_type")
-    if kind == "gpt2":
-        return _gpt2(keys, name)
+    if kind in FAMILY_READERS:
+        return FAMILY_READERS[kind](keys, name, seq_len)
     if kind not in KNOWN and not all(k in cfg for k in LLAMA_KEYS):
         what = f"model_type {kind!r} is not one the planner reads" if kind else "there is no model_type"
         raise PlanError(f"{source}: {what}, and it lacks the Llama keys "
@@ -143,12 +148,17 @@ def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source
         shape.update(qkv_bias=bias, proj_bias=bias)
     elif kind == "glm4_moe":  # biases on Q, K and V only
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
+    elif kind == "gpt_neox":  # biases on every linear layer unless attention_bias says not
+        bias = keys.bool("attention_bias", True)
+        shape.update(qkv_bias=bias, proj_bias=bias)
     else:
         attention_bias, mlp_bias = keys.bool("attention_bias", False), keys.bool("mlp_bias", False)
         if attention_bias and not mlp_bias and kind not in DEEPSEEK:
             raise PlanError(f"{source}: attention_bias without mlp_bias can't be counted "
                             "(Model keeps the output-projection and MLP biases together)")
         shape.update(qkv_bias=attention_bias, proj_bias=attention_bias and mlp_bias)
+    if kind in ("nemotron", "gpt_neox"):   # LayerNorm (Nemotron's LayerNorm1P), weight and bias
+        shape["norm"] = "layernorm"
     shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2") or \
         (kind == "glm4_moe" and keys.bool("use_qk_norm", False))
     if kind in ("mixtral", "granitemoe", "olmoe"):
@@ -222,13 +232,6 @@ def _groups(keys) -> dict:
     (DeepSeek-V3: 8 and 4, a group a node; V2: 8 and 3; 1 and 1: no limit)."""
     groups, chosen = keys.int("n_group", 1), keys.int("topk_group", 1)
     return dict(expert_groups=groups, groups_per_token=chosen) if chosen < groups else {}
-
-
-def _gpt2(keys, name: str) -> Model:
-    """GPT-2: learned positions, so the position table (``n_positions``) is the sequence length."""
-    return Model(keys.int("n_layer"), keys.int("n_embd"), keys.int("n_head"), keys.int("vocab_size"),
-                 seq_len=keys.int("n_positions"), ffn=keys.int("n_inner", None),
-                 tied_embeddings=keys.bool("tie_word_embeddings", True), name=name)
 
 
 def _gated(keys) -> bool:

@@ -160,6 +160,47 @@ def test_gpt2_style_configs_count_their_position_table():
     assert (model.seq_len, model.tied_embeddings, model.norm) == (1024, True, "layernorm")
 
 
+def test_mpt_configs_count_exactly_what_llm_foundrys_benchmark_tables_print():
+    """llm-foundry's MPT yamls (learned positions, biases, vocabulary 50,368) read as the config.json
+    they export: every size's count equals its table's NumParams, the shape chapter 6 replays."""
+    from playground.planner.published_foundry import MPT_SHAPES
+    for size, (layers, d_model, heads, published) in MPT_SHAPES.items():
+        cfg = {"model_type": "mpt", "n_layers": layers, "d_model": d_model, "n_heads": heads, "expansion_ratio": 4,
+               "max_seq_len": 2048, "vocab_size": 50368, "no_bias": False, "learned_pos_emb": True,
+               "attn_config": {"alibi": False}}
+        assert model_from_hf_dict(cfg).param_count == published, size
+    # the Hub's MPT-7B: ALiBi instead of a position table, no biases, 6.7B (its model card)
+    hub = {"model_type": "mpt", "n_layers": 32, "d_model": 4096, "n_heads": 32, "expansion_ratio": 4,
+           "max_seq_len": 2048, "vocab_size": 50432, "no_bias": True, "learned_pos_emb": True,
+           "attn_config": {"alibi": True}}
+    model = model_from_hf_dict(hub, seq_len=4096)
+    assert not model.position_embeddings and model.seq_len == 4096 and within_published_rounding(model.param_count, "6.7")
+    with pytest.raises(PlanError, match="expansion_ratio"):
+        model_from_hf_dict({**hub, "expansion_ratio": "four"})
+
+
+def test_falcon_reads_multi_query_or_grouped_kv_heads_and_a_plain_gelu_mlp():
+    falcon7 = {"model_type": "falcon", "hidden_size": 4544, "n_head": 71, "n_layer": 32, "multi_query": True,
+               "parallel_attn": True, "bias": False, "vocab_size": 65024, "alibi": False}
+    model = model_from_hf_dict(falcon7)
+    assert (model.kv_head_count, model.head_size, model.ffn_width, model.gated_mlp) == (1, 64, 4 * 4544, False)
+    assert model.tied_embeddings and not model.position_embeddings
+    # 32 x (4544 x (4544 + 2 x 64) + 4544^2 + 2 x 4544 x 18176 + two LayerNorms) + 65024 x 4544 + final norm
+    assert model.param_count == 32 * (4544 * 4672 + 4544 ** 2 + 2 * 4544 * 18176 + 4 * 4544) + 65024 * 4544 + 2 * 4544
+    falcon40 = {"model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128, "num_hidden_layers": 60,
+                "new_decoder_architecture": True, "num_kv_heads": 8, "bias": False, "vocab_size": 65024}
+    assert model_from_hf_dict(falcon40).kv_head_count == 8
+    with pytest.raises(PlanError, match="ALiBi"):
+        model_from_hf_dict({**falcon7, "alibi": True})
+
+
+def test_nemotron_squared_relu_is_a_plain_mlp_with_layernorm():
+    nemotron = {"model_type": "nemotron", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "intermediate_size": 16384, "hidden_act": "relu2", "vocab_size": 256000}
+    model = model_from_hf_dict(nemotron)
+    assert not model.gated_mlp and model.norm == "layernorm" and model.kv_head_count == 8
+
+
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(PlanError) as err:
         preset("gpt-5")
