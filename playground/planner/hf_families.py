@@ -9,7 +9,7 @@ module's typed look-up (``keys.int``, ``keys.bool``, ``keys.get``, ``keys.source
 * mpt (MosaicML's MPT, llm-foundry's models): ``n_layers``, ``d_model``, ``n_heads``,
   ``expansion_ratio`` (the MLP is that many times ``d_model``, GELU), ``vocab_size``, ``no_bias``,
   ``learned_pos_emb`` and ``attn_config.alibi`` (a learned position table only without ALiBi),
-  ``max_seq_len``; tied embeddings and LayerNorm.
+  ``max_seq_len`` (the table's size; ALiBi has no reach to warn about); tied embeddings and LayerNorm.
 * falcon: ``num_hidden_layers`` / ``n_layer``, ``hidden_size``, ``num_attention_heads`` / ``n_head``,
   multi-query attention (``multi_query``: one K/V head) or, with ``new_decoder_architecture``,
   ``num_kv_heads``; a GELU MLP of ``ffn_hidden_size`` (default 4 h); ``bias``; rotary positions unless
@@ -51,7 +51,7 @@ def mpt(keys, name: str, seq_len: int) -> Model:
     return Model(keys.int("n_layers"), hidden, keys.int("n_heads"), keys.int("vocab_size"),
                  seq_len=keys.int("max_seq_len") if learned else seq_len, ffn=int(ratio * hidden),
                  position_embeddings=learned, qkv_bias=bias, proj_bias=bias, tied_embeddings=True,
-                 max_positions=keys.int("max_seq_len", None), name=name)
+                 max_positions=keys.int("max_seq_len") if learned else None, name=name)
 
 
 def falcon(keys, name: str, seq_len: int) -> Model:

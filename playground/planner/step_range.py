@@ -155,8 +155,8 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "FSDP at a 500 W cap and on A100s); read the time as optimistic"),
           ("a dense model without tensor parallelism or activation recomputation", _whole_layers_kept,
            "in every stack that published such runs (FSDP, HSDP and data parallelism, A100 and H100, bf16 and FP8) "
-           "they ran slower than predicted, while the same stacks' runs that recompute fit; what they lose was "
-           "not found: read the time as optimistic"))
+           "they ran slower than predicted, while most of those stacks' runs that recompute fit; what they lose "
+           "was not found: read the time as optimistic"))
 
 
 @functools.lru_cache(maxsize=None)

@@ -175,6 +175,7 @@ def test_mpt_configs_count_exactly_what_llm_foundrys_benchmark_tables_print():
            "attn_config": {"alibi": True}}
     model = model_from_hf_dict(hub, seq_len=4096)
     assert not model.position_embeddings and model.seq_len == 4096 and within_published_rounding(model.param_count, "6.7")
+    assert model.max_positions is None   # ALiBi reaches past max_seq_len: no sequence warning
     with pytest.raises(PlanError, match="expansion_ratio"):
         model_from_hf_dict({**hub, "expansion_ratio": "four"})
 

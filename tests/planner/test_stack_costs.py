@@ -34,7 +34,6 @@ def test_fp8_casts_six_bytes_per_operand_element_and_keeps_the_logits_in_bf16():
     assert fp8["compute_parts"]["logits"] == pytest.approx(bf16["compute_parts"]["logits"])
 
 
-
 def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers_it_again():
     gemms = [g for g in layer_gemms(LLAMA, 1, 4) if g[0] not in ("scores", "context")]
     activations = 6 * sum(c * (M * K + M * N) for _, c, M, N, K in gemms)
@@ -52,6 +51,7 @@ def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers
     assert predict(LLAMA, H100, cached)["step_time_s"] < predict(LLAMA, H100, replace(cached, fp8_weight_cache=False))[
         "step_time_s"]
     assert "FP8 weights cast every micro-batch" in replace(cached, fp8_weight_cache=False).describe()
+
 
 def test_per_op_checkpointing_recomputes_every_other_matmul_of_the_block():
     names = [g[0] for g in block_matmuls(LLAMA, 1, 1)]
