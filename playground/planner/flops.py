@@ -6,7 +6,7 @@ count FLOPs here, so the two can never disagree on what a step costs.
 
 from __future__ import annotations
 
-__all__ = ["flops_per_token", "megatron_flops_per_iteration"]
+__all__ = ["flops_per_token", "megatron_flops_per_iteration", "megatron_core_flops_per_token"]
 
 
 def flops_per_token(active_params: float, recompute: str = "none") -> float:
@@ -33,3 +33,15 @@ def megatron_flops_per_iteration(batch: float, seq_len: int, layers: int, hidden
         return 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
     base = 72 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (12 * l * h))
     return base + (4 * B * s ** 2 * h * l if recompute == "selective" else 0)
+
+
+def megatron_core_flops_per_token(model) -> float:
+    """FLOPs per token as Megatron-Core (and NeMo, which prints it) counts a dense GQA / SwiGLU model's
+    training step, no recomputation: 12 l h^2 [(1 + g/a + s/h) (a d / h) + f/h (x 1.5 gated) + V / 2lh]
+    (``num_floating_point_operations`` in Megatron-LM's ``megatron/training/training.py``; causal
+    attention counted whole).  Turns a source's TFLOP/s per GPU back into the tokens/s it measured."""
+    l, h, s = model.layers, model.hidden, model.seq_len
+    query_share = model.heads * model.head_size / h
+    attention = (1 + model.kv_head_count / model.heads + s / h) * query_share
+    mlp = model.ffn_width / h * (1.5 if model.gated_mlp else 1)
+    return 12 * l * h * h * (attention + mlp + model.vocab / (2 * l * h))

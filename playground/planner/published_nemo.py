@@ -10,16 +10,27 @@ is its released ``model_config.yaml`` (96 layers of 18,432, 96 heads in 8 query 
 MLP of 73,728, RoPE, LayerNorm1p, no biases) with the technical report's untied 256,000-token
 vocabulary (NVIDIA 2024, arXiv:2406.11704, Sec. 2); the 8B and 22B Nemotrons are left out, their
 shapes not in the stored sources.
+
+``NEMO_2403_LONG`` is NeMo's long-sequence table: LLAMA2-7B in FP8 on DGX-H100s (the NeMo 24.03.01
+container), 4K to 1M tokens, one GPU per 1K tokens, with TP / PP / DP / CP and the global batch per
+row.  It prints model TFLOP/s per GPU in Megatron-Core's count (``megatron_core_flops_per_token``,
+which the 24.07 table's tokens/s and TFLOP/s pairs confirm to 0.1%), turned back into tokens/s here.
+Transformer Engine 1.5 runs cuDNN's fused attention on H100s, and its context parallelism is the
+ring (``AttnFuncWithCP``, point-to-point K/V passing); the micro-batch, the recompute policy and the
+overlaps are not given.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from playground.planner.architecture import Model
+from playground.planner.flops import megatron_core_flops_per_token
 from playground.planner.layout import Layout
 from playground.planner.presets import preset
 from playground.planner.published_row import PublishedStackRun, llama2
 
-__all__ = ["NEMO_2407"]
+__all__ = ["NEMO_2407", "NEMO_2403_LONG"]
 
 _SOURCE = ("https://github.com/NVIDIA/NeMo/blob/070a0bb168d405d653b9734c0017cf5078e77c0d/docs/source/performance/"
            "performance_summary.md (Pretraining, NeMo 24.07 container, DGX-H100, FP8)")
@@ -62,3 +73,28 @@ NEMO_2407 = tuple(_row(*r) for r in (
     ("LLAMA3-8B", preset("llama3-8b"), 8, 128, 1, 1, 1, 2, 1, 12036),
     ("LLAMA3-70B", preset("llama3-70b"), 64, 128, 1, 4, 4, 2, 5, 1533),
 )) + (_row("Nemotron-340B", _NEMOTRON_340B, 128, 32, 1, 8, 8, 1, 12, 322, _NEMOTRON_MISFIT),)
+
+_LONG_SOURCE = ("https://github.com/NVIDIA/NeMo/blob/19fadb67b09ba94c55094d34df119d6f9c565068/docs/source/performance/"
+                "performance_long_sequence.md (LLAMA2-7B (FP8) - H100, NeMo 24.03.01, DGX-H100, the 'With CP' columns)")
+_LONG_UNSTATED = _UNSTATED + ("micro_batch", "vpp")
+_LONG_NOTE = ("FP8 (Transformer Engine 1.5) on the linear layers, cuDNN fused attention, ring CP; tokens/s from the "
+              "table's TFLOP/s per GPU in Megatron-Core's count; micro-batch, recompute, sequence parallelism and the "
+              "overlaps not given (Layout.today's and a micro-batch of 1 taken, the range over them)")
+
+
+def _long_row(k_tokens, gpus, batch, tp, pp, dp, cp, tflops):
+    model = replace(llama2("7b"), seq_len=k_tokens * 1024)
+    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=1, global_batch=batch, dtype="fp8")
+    tokens = tflops * 1e12 / megatron_core_flops_per_token(model)
+    label = f"LLAMA2-7B, {k_tokens}K, {gpus} H100, TP {tp} PP {pp} DP {dp} CP {cp}"
+    return PublishedStackRun(label, "NeMo 24.03 long sequences (Megatron-Core, FP8, CP)", _LONG_SOURCE, "H100",
+                             model, layout, _LONG_UNSTATED, tokens_per_s_per_gpu=tokens, note=_LONG_NOTE,
+                             cite="nvidia2024nemoperf")
+
+
+# (sequence in K tokens, GPUs, global batch, TP, PP, DP, CP, model TFLOP/s per GPU), the table's rows
+NEMO_2403_LONG = tuple(_long_row(*r) for r in (
+    (4, 4, 1024, 1, 1, 4, 1, 768), (8, 8, 512, 1, 2, 4, 1, 730), (16, 16, 256, 2, 1, 8, 1, 660),
+    (32, 32, 128, 2, 1, 8, 2, 610), (64, 64, 64, 4, 1, 8, 2, 574), (128, 128, 32, 4, 1, 8, 4, 555),
+    (256, 256, 16, 4, 1, 8, 8, 549), (512, 512, 8, 8, 1, 4, 16, 549), (1024, 1024, 4, 8, 1, 4, 32, 536),
+))

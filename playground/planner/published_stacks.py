@@ -28,7 +28,7 @@ from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_automodel import AUTOMODEL
-from playground.planner.published_nemo import NEMO_2407
+from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
 from playground.planner.published_row import PublishedStackRun, llama2, published_metric
 
@@ -214,6 +214,8 @@ NOT_REPRESENTABLE = (
     "batch is not readable (its sliding windows now are: Model.sliding_window; its attention sinks are left out)",
     "Megatron-Bridge DGX-H100, Qwen3_235B_a22B: the row has one column too few (GBS missing), not readable",
     "MegaScale (Jiang et al. 2024): its per-scale table was not found in the stored sources; not recorded",
+    "NeMo 25.04 long sequences, LLAMA3-8B on DGX-B200: each row's TP x PP x DP x CP is a quarter of its GPUs, so its "
+    "layout is not readable",
 )
 
 # ----------------------------------------------------------------------------- ZeRO-3, OPT-175B
@@ -254,4 +256,4 @@ OPT_175B = PublishedStackRun(
     cite="zhang2022opt")
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407
+    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG

@@ -105,6 +105,26 @@ def test_llm_foundry_shapes_reproduce_the_parameter_counts_its_tables_print():
         assert r.layout.global_batch % (r.layout.micro_batch * r.layout.gpus) == 0, r.name
 
 
+def test_megatron_cores_flop_count_turns_nemos_tflops_back_into_the_tokens_it_measured():
+    """NeMo 24.07's table prints both numbers: LLAMA2-7B 776 TFLOP/s at 16,847 tokens/s, LLAMA3-8B
+    697 at 12,036.  The count that links them is the one the long-sequence table's TFLOP/s are in."""
+    from playground.planner.flops import megatron_core_flops_per_token
+    from playground.planner.presets import preset
+    from playground.planner.published_row import llama2
+    assert 776e12 / megatron_core_flops_per_token(llama2("7b")) == pytest.approx(16847, rel=1e-3)
+    assert 697e12 / megatron_core_flops_per_token(preset("llama3-8b")) == pytest.approx(12036, rel=1e-3)
+
+
+def test_nemos_long_sequence_rows_use_a_gpu_per_1k_tokens_and_each_fits():
+    from playground.planner.published_nemo import NEMO_2403_LONG
+    assert len(NEMO_2403_LONG) == 9
+    for row in NEMO_2403_LONG:
+        assert row.layout.gpus * 1024 == row.model.seq_len, row.name
+        assert row.layout.cp_method == "ring" and "recompute" in row.unstated
+        assert predict(row.model, row.cluster, row.layout)["memory"]["fits"], row.name
+    assert NEMO_2403_LONG[-1].model.seq_len == 1024 * 1024
+
+
 def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_the_chapters_copies():
     """The package reads no file of the book to build its rows (an installed wheel has no chapters/):
     AutoModel's gpt-oss and Kimi K2 shapes are written inline, and they are what --hf-config reads
