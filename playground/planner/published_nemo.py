@@ -18,6 +18,13 @@ which the 24.07 table's tokens/s and TFLOP/s pairs confirm to 0.1%), turned back
 Transformer Engine 1.5 runs cuDNN's fused attention on H100s, and its context parallelism is the
 ring (``AttnFuncWithCP``, point-to-point K/V passing); the micro-batch, the recompute policy and the
 overlaps are not given.
+
+``NEMO_2409_DGXC`` is NVIDIA's DGX Cloud benchmarking recipes of the NeMo 24.09 container: Llama 3.1
+8B, 70B and 405B on H100s in BF16 and in FP8, each at the TP / PP / CP / VP, micro-batch and
+accumulation the recipe fixes, weak-scaled over GPUs, with the measured step time.  Of each series
+the smallest and the largest scale are kept (the steps in between differ by under 2%); the 405B's
+proxy configs with fewer layers are left out.  Recompute, sequence parallelism and the overlaps are
+not given (the launcher's configs are the recipe's, unread).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from playground.planner.layout import Layout
 from playground.planner.presets import preset
 from playground.planner.published_row import PublishedStackRun, llama2
 
-__all__ = ["NEMO_2407", "NEMO_2403_LONG"]
+__all__ = ["NEMO_2407", "NEMO_2403_LONG", "NEMO_2409_DGXC"]
 
 _SOURCE = ("https://github.com/NVIDIA/NeMo/blob/070a0bb168d405d653b9734c0017cf5078e77c0d/docs/source/performance/"
            "performance_summary.md (Pretraining, NeMo 24.07 container, DGX-H100, FP8)")
@@ -97,4 +104,32 @@ NEMO_2403_LONG = tuple(_long_row(*r) for r in (
     (4, 4, 1024, 1, 1, 4, 1, 768), (8, 8, 512, 1, 2, 4, 1, 730), (16, 16, 256, 2, 1, 8, 1, 660),
     (32, 32, 128, 2, 1, 8, 2, 610), (64, 64, 64, 4, 1, 8, 2, 574), (128, 128, 32, 4, 1, 8, 4, 555),
     (256, 256, 16, 4, 1, 8, 8, 549), (512, 512, 8, 8, 1, 4, 16, 549), (1024, 1024, 4, 8, 1, 4, 32, 536),
+))
+
+_DGXC_SOURCE = ("https://github.com/NVIDIA/dgxc-benchmarking/blob/143b90dd91f9be958fed4773ae95d941a3356a82/llama3.1/"
+                "README_{size}.md (Expected Performance, NeMo 24.09, DGX Cloud H100)")
+_DGXC_NOTE = ("the recipe's TP / PP / CP / VP, micro-batch 1 and accumulation; Transformer Engine {dtype}; recompute, "
+              "sequence parallelism and the TP / DP / PP overlaps not given (Layout.today's taken, the range over them)")
+
+
+def _dgxc_row(size, tp, pp, cp, vp, gpus, batch, dtype, step_s):
+    dp = gpus // (tp * pp * cp)
+    model = replace(preset(f"llama3-{size}"), name=f"llama3.1-{size}")
+    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=1, global_batch=batch, vpp=vp, dtype=dtype)
+    label = f"Llama 3.1 {size.upper()}, {gpus} H100, TP {tp} PP {pp} CP {cp}" + (f" VP {vp}" if vp > 1 else "") \
+        + f", {'FP8' if dtype == 'fp8' else 'BF16'}"
+    return PublishedStackRun(label, "DGX Cloud benchmarking (NeMo 24.09)", _DGXC_SOURCE.format(size=size), "H100",
+                             model, layout, _UNSTATED, step_time_s=step_s,
+                             note=_DGXC_NOTE.format(dtype="FP8 on the linear layers" if dtype == "fp8" else "BF16"),
+                             cite="nvidia2024dgxcbenchmarking")
+
+
+# (size, TP, PP, CP, VP, GPUs, global batch, dtype, seconds a step): each series' smallest and largest scale
+NEMO_2409_DGXC = tuple(_dgxc_row(*r) for r in (
+    ("8b", 1, 1, 2, 1, 8, 128, "bf16", 12.91), ("8b", 1, 1, 2, 1, 128, 2048, "bf16", 13.10),
+    ("8b", 1, 1, 2, 1, 8, 128, "fp8", 9.67), ("8b", 1, 1, 2, 1, 128, 2048, "fp8", 9.82),
+    ("70b", 4, 4, 2, 5, 64, 128, "bf16", 14.72), ("70b", 4, 4, 2, 5, 2048, 4096, "bf16", 14.98),
+    ("70b", 4, 4, 2, 5, 64, 128, "fp8", 11.01), ("70b", 4, 4, 2, 5, 2048, 4096, "fp8", 11.39),
+    ("405b", 8, 9, 2, 7, 576, 252, "bf16", 17.20), ("405b", 8, 9, 2, 7, 2304, 1008, "bf16", 17.62),
+    ("405b", 8, 9, 2, 7, 576, 252, "fp8", 11.24), ("405b", 8, 9, 2, 7, 2304, 1008, "fp8", 12.35),
 ))

@@ -28,7 +28,7 @@ from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_automodel import AUTOMODEL
-from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407
+from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
 from playground.planner.published_row import PublishedStackRun, llama2, published_metric
 
@@ -256,4 +256,4 @@ OPT_175B = PublishedStackRun(
     cite="zhang2022opt")
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG
+    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC

@@ -125,6 +125,17 @@ def test_nemos_long_sequence_rows_use_a_gpu_per_1k_tokens_and_each_fits():
     assert NEMO_2403_LONG[-1].model.seq_len == 1024 * 1024
 
 
+def test_dgx_cloud_recipes_keep_the_accumulation_each_states_and_fit():
+    """The recipes fix GA = 32 (8B), 64 (70B), 63 (405B) at micro-batch 1: the global batch over DP."""
+    from playground.planner.published_nemo import NEMO_2409_DGXC
+    accumulation = {"8B": 32, "70B": 64, "405B": 63}
+    for row in NEMO_2409_DGXC:
+        size = row.name.split()[2].rstrip(",")
+        assert row.layout.micro_batches == accumulation[size], row.name
+        assert row.step_time_s > 0 and predict(row.model, row.cluster, row.layout)["memory"]["fits"], row.name
+    assert {r.layout.dtype for r in NEMO_2409_DGXC} == {"bf16", "fp8"}
+
+
 def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_the_chapters_copies():
     """The package reads no file of the book to build its rows (an installed wheel has no chapters/):
     AutoModel's gpt-oss and Kimi K2 shapes are written inline, and they are what --hf-config reads
