@@ -20,14 +20,14 @@ Transformer Engine 1.5 runs cuDNN's fused attention on H100s, and its context pa
 ring (``AttnFuncWithCP``, point-to-point K/V passing); the micro-batch, the recompute policy and the
 overlaps are not given.
 
-``NEMO_2409_DGXC`` is NVIDIA's DGX Cloud benchmarking recipes of its v25.01 release (the NeMo 24.09
-container on H100s): Llama 3.1 8B, 70B and 405B and Nemotron-4 15B and 340B, each in BF16 and in
-FP8, weak-scaled over GPUs with the measured step time.  Each recipe ships the config it ran, so
+``NEMO_2409_DGXC`` is NVIDIA's DGX Cloud benchmarking recipes of its v25.01 release on H100s: Llama 3.1
+8B, 70B and 405B and Nemotron-4 15B and 340B (the NeMo 24.09 container), GPT-3 175B (24.05) and the
+Grok-1 314B MoE (a development container), each in BF16 and in FP8, weak-scaled over GPUs with the
+measured step time.  Each recipe ships the config it ran, so
 every setting is stated: recompute, sequence parallelism, Transformer Engine's TP overlap
 (``ub_tp_comm_overlap``), the PP sends' overlap and bf16 gradient reduction.  Of each series the
-smallest and the largest scale are kept (the step grows 1.5-10% from one to the other, the scales
-between lie between); the 405B's proxy
-configs with fewer layers are left out.
+smallest and the largest scale of the whole model are kept (the step grows 1-10% from one to the
+other, the scales between lie between); the proxy configs with fewer layers are left out.
 """
 
 from __future__ import annotations
@@ -110,45 +110,61 @@ NEMO_2403_LONG = tuple(_long_row(*r) for r in (
 ))
 
 _DGXC = "https://github.com/NVIDIA/dgxc-benchmarking/blob/143b90dd91f9be958fed4773ae95d941a3356a82/"
-_DGXC_NOTE = ("the recipe's config states every setting: {recompute}, sequence parallelism {sp}, "
-              "Transformer Engine's TP overlap {tp}, PP sends {p2p}, gradients reduced in bf16 behind backward; {dtype}")
+_DGXC_NOTE = ("{container}; the recipe's config states every setting: {recompute}, sequence parallelism {sp}, "
+              "Transformer Engine's TP overlap {tp}, PP sends {p2p}, gradients reduced in bf16 behind backward; "
+              "{dtype}{dropout}")
 
 
-def _dgxc_row(model, folder, tp, pp, cp, vp, micro, recompute, tp_overlap, p2p_overlap, gpus, batch, dtype, step_s,
-              misfit=""):
+def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp_overlap, p2p_overlap, extra,
+              gpus, batch, dtype, step_s, misfit=""):
     dp = gpus // (tp * pp * cp)
-    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=micro, global_batch=batch, vpp=vp, dtype=dtype,
-                          recompute=recompute, tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, grad_reduce="bf16")
-    name = model.name.replace("llama3.1-", "Llama 3.1 ").replace("nemotron-4-", "Nemotron-4 ").upper() \
-        .replace("LLAMA", "Llama").replace("NEMOTRON", "Nemotron")
-    label = f"{name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") \
-        + (f" VP {vp}" if vp > 1 else "") + f", {'FP8' if dtype == 'fp8' else 'BF16'}"
-    note = _DGXC_NOTE.format(recompute=f"recompute {recompute}", sp="on" if layout.sequence_parallel else "off",
-                             tp=tp_overlap if tp > 1 else "n/a", p2p="behind compute" if p2p_overlap else "waited on",
-                             dtype="FP8 on the linear layers" if dtype == "fp8" else "BF16")
-    return PublishedStackRun(label, "DGX Cloud benchmarking (NeMo 24.09)", _DGXC + folder, "H100", model, layout, (),
+    layout = Layout.today(tp, pp, dp, cp=cp, ep=ep, micro_batch=micro, global_batch=batch, vpp=vp, dtype=dtype,
+                          recompute=recompute, tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, grad_reduce="bf16",
+                          **extra)
+    label = f"{model.name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") \
+        + (f" EP {ep}" if ep > 1 else "") + (f" VP {vp}" if vp > 1 else "") + f", {'FP8' if dtype == 'fp8' else 'BF16'}"
+    note = _DGXC_NOTE.format(container=container, recompute=f"recompute {recompute}",
+                             sp="on" if layout.sequence_parallel else "off", tp=tp_overlap if tp > 1 else "n/a",
+                             p2p="behind compute" if p2p_overlap else "waited on",
+                             dtype="FP8 on the linear layers" if dtype == "fp8" else "BF16",
+                             dropout="; dropout 0.1" if layout.dropout else "")
+    return PublishedStackRun(label, "DGX Cloud benchmarking (NeMo)", _DGXC + folder, "H100", model, layout, (),
                              step_time_s=step_s, note=note, cite="nvidia2024dgxcbenchmarking", memory_misfit=misfit)
 
 
 _NEMOTRON_15B = Model(32, 6144, 48, vocab=256000, seq_len=4096, ffn=24576, kv_heads=8, tied_embeddings=False,
-                      position_embeddings=False, qkv_bias=False, proj_bias=False, name="nemotron-4-15b")
-_LLAMA31 = {size: replace(preset(f"llama3-{size}"), name=f"llama3.1-{size}") for size in ("8b", "70b", "405b")}
-# model, folder, TP, PP, CP, VP, micro-batch, recompute, TP overlap, PP sends overlapped (the recipe yamls), then
-# the README tables' smallest and largest scale: GPUs, global batch, BF16 and FP8 seconds a step
+                      position_embeddings=False, qkv_bias=False, proj_bias=False, name="Nemotron-4 15B")
+_LLAMA31 = {size: replace(preset(f"llama3-{size}"), name=f"Llama 3.1 {size.upper()}") for size in ("8b", "70b", "405b")}
+# GPT-3 175B as nemo_megatron/gpt3_175b_hydra.yaml gives it: GPT-2's BPE vocabulary padded to 128 x TP
+_GPT3_175B_DGXC = Model(96, 12288, 96, vocab=50688, seq_len=2048, name="GPT-3 175B")
+# Grok-1 as grok1/grok1_314b.yaml gives it: 8 experts of a gated 32,768-wide MLP, top-2, GQA 8, RoPE
+_GROK1 = Model(64, 6144, 48, vocab=131072, seq_len=8192, kv_heads=8, gated_mlp=True, tied_embeddings=False,
+               position_embeddings=False, norm="rmsnorm", qkv_bias=False, proj_bias=False, experts=8, top_k=2,
+               moe_ffn=32768, name="Grok-1 314B")
+_NEMO_2409, _NEMO_2405, _NEMO_DEV = "NeMo 24.09 container", "NeMo 24.05 container", "a NeMo development container"
+# model, folder, container, TP, PP, CP, EP, VP, micro-batch, recompute, TP overlap, PP sends overlapped, other
+# settings (the recipe yamls), then the README tables' smallest and largest scale of the whole model: GPUs,
+# global batch, BF16 and FP8 seconds a step
 _DGXC_SERIES = (
-    (_LLAMA31["8b"], "llama3.1/", 1, 1, 2, 1, 1, "none", "none", True,
+    (_LLAMA31["8b"], "llama3.1/", _NEMO_2409, 1, 1, 2, 1, 1, 1, "none", "none", True, {},
      ((8, 128, 12.91, 9.67), (128, 2048, 13.10, 9.82))),
-    (_LLAMA31["70b"], "llama3.1/", 4, 4, 2, 5, 1, "none", "all", True,
+    (_LLAMA31["70b"], "llama3.1/", _NEMO_2409, 4, 4, 2, 1, 5, 1, "none", "all", True, {},
      ((64, 128, 14.72, 11.01), (2048, 4096, 14.98, 11.39))),
-    (_LLAMA31["405b"], "llama3.1/", 8, 9, 2, 7, 1, "none", "all", True,
+    (_LLAMA31["405b"], "llama3.1/", _NEMO_2409, 8, 9, 2, 1, 7, 1, "none", "all", True, {},
      ((576, 252, 17.20, 11.24), (2304, 1008, 17.62, 12.35))),
-    (_NEMOTRON_15B, "nemotron/", 4, 1, 1, 1, 4, "none", "all", True, ((16, 64, 2.83, 2.08), (2048, 8192, 2.96, 2.18))),
-    (_NEMOTRON_340B, "nemotron/", 8, 8, 1, 12, 1, "selective", "none", False,
-     ((128, 32, 4.61, 3.16), (2048, 512, 4.84, 3.49))),
+    (_NEMOTRON_15B, "nemotron/", _NEMO_2409, 4, 1, 1, 1, 1, 4, "none", "all", True, {},
+     ((16, 64, 2.83, 2.08), (2048, 8192, 2.96, 2.18))),
+    (replace(_NEMOTRON_340B, name="Nemotron-4 340B"), "nemotron/", _NEMO_2409, 8, 8, 1, 1, 12, 1, "selective",
+     "none", False, {}, ((128, 32, 4.61, 3.16), (2048, 512, 4.84, 3.49))),
+    (_GPT3_175B_DGXC, "nemo_megatron/", _NEMO_2405, 4, 8, 1, 1, 12, 1, "none", "all", True, {"dropout": True},
+     ((128, 256, 8.91, 5.92), (2048, 4096, 9.02, 6.24))),
+    # padded to a capacity factor of 1 (moe_pad_expert_input_to_capacity): every expert gets its share exactly
+    (_GROK1, "grok1/", _NEMO_DEV, 4, 8, 2, 8, 8, 1, "none", "none", True, {},
+     ((512, 1024, 20.83, 16.69), (2048, 4096, 21.09, 17.04))),
 )
 _DGXC_340B_MISFIT = ("on 128 GPUs (DP 2) the memory model counts 85.3 GB, inside the H100's 85.5 GB but past the 2 GiB "
                      "and 5% it keeps for the framework: the recipe ran, so here that allowance is too large")
-NEMO_2409_DGXC = tuple(_dgxc_row(*series[:10], gpus, batch, dtype, step,
-                                 _DGXC_340B_MISFIT if series[0] is _NEMOTRON_340B and gpus == 128 else "")
-                       for series in _DGXC_SERIES for gpus, batch, bf16_s, fp8_s in series[10]
+NEMO_2409_DGXC = tuple(_dgxc_row(*series[:13], gpus, batch, dtype, step,
+                                 _DGXC_340B_MISFIT if series[0].name == "Nemotron-4 340B" and gpus == 128 else "")
+                       for series in _DGXC_SERIES for gpus, batch, bf16_s, fp8_s in series[13]
                        for dtype, step in (("bf16", bf16_s), ("fp8", fp8_s)))

@@ -128,7 +128,7 @@ def test_nemos_long_sequence_rows_use_a_gpu_per_1k_tokens_and_each_fits():
 def test_dgx_cloud_recipes_keep_the_accumulation_each_states_and_fit():
     """The recipes fix the accumulation (GA) at their micro-batch: the global batch over DP and it."""
     from playground.planner.published_nemo import NEMO_2409_DGXC
-    accumulation = {"8B": 32, "70B": 64, "405B": 63, "15B": 4, "340B": 16}
+    accumulation = {"8B": 32, "70B": 64, "405B": 63, "15B": 4, "340B": 16, "175B": 64, "314B": 128}
     for row in NEMO_2409_DGXC:
         size = row.name.split(",")[0].split()[-1]
         assert row.layout.micro_batches == accumulation[size], row.name

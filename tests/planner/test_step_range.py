@@ -129,7 +129,8 @@ def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_t
 
 def test_transformer_engine_tp_overlap_is_warned_as_nvidias_recipes_with_it_replayed():
     """The DGX Cloud recipes state TE's TP comm overlap on: credited as hidden, every such row replays
-    slower than predicted; priced as waited on, each lands within 12%.  A plan asking for it says so."""
+    slower than predicted; priced as waited on, each lands within ±20% and their median within 10%.
+    A plan asking for it says so."""
     from playground.planner import preset
     from playground.planner.published_row import published_metric
     from playground.planner.published_stacks import STACK_RUNS
@@ -137,9 +138,9 @@ def test_transformer_engine_tp_overlap_is_warned_as_nvidias_recipes_with_it_repl
     name = "tensor-parallel traffic hidden by Transformer Engine's overlap"
     ratios = _published_ratios([k[0] for k in _KINDS].index(name))
     assert len(ratios) >= 10 and all(r > 1 for r in ratios) and statistics.median(ratios) > CAVEAT_MEDIAN
-    for row in (r for r in STACK_RUNS if r.layout.tp > 1 and r.layout.tp_overlap == "all"):
-        waited = replace(row.layout, tp_overlap="none")
-        assert abs(published_metric(row, predict(row.model, row.cluster, waited))[3] - 1) < 0.12, row.name
+    waited = [published_metric(row, predict(row.model, row.cluster, replace(row.layout, tp_overlap="none")))[3]
+              for row in STACK_RUNS if row.layout.tp > 1 and row.layout.tp_overlap == "all"]
+    assert all(abs(r - 1) <= 0.2 for r in waited) and abs(statistics.median(waited) - 1) < 0.1
     model, h100 = preset("llama3-70b"), Cluster.of("H100")
     layout = Layout.today(4, 4, 8, cp=2, vpp=5, global_batch=512, tp_overlap="all")
     assert any(name in line for line in validation_caveats(model, h100, layout))
