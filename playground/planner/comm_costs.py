@@ -43,13 +43,14 @@ def alltoall_time(nvlink_bytes: float, network_bytes: float, n: int, cluster: Cl
     return (n - 1) * eff.latency_s + max(nvlink, network)
 
 
-def overlapped(comm_s: float, compute_s: float, gpu, eff: Efficiency = EFFICIENCY) -> float:
+def overlapped(comm_s: float, compute_s: float, gpu, eff: Efficiency = EFFICIENCY, hides: float = 1.0) -> float:
     """Seconds a collective overlapped with compute adds to the step: what outlasts the compute, plus
     the compute's slowdown while both run, for NCCL's kernels hold ``eff.comm_sms`` of the GPU's SMs
-    (compute on the rest runs at (S - c) / S of its rate).  A GPU without an SM count: no slowdown."""
-    hidden = min(comm_s, compute_s)
+    (compute on the rest runs at (S - c) / S of its rate).  A GPU without an SM count: no slowdown.
+    ``hides``: the share of the covered time the overlap really takes off (1: all of it)."""
+    hidden = min(comm_s, compute_s) * hides
     share = eff.comm_sms / (gpu.sms - eff.comm_sms) if gpu.sms and gpu.sms > eff.comm_sms else 0.0
-    return max(0.0, comm_s - compute_s) + hidden * share
+    return comm_s - hidden + hidden * share
 
 
 def _hit(groups: int, experts: int, k: int) -> float:

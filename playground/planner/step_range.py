@@ -58,7 +58,8 @@ SETTINGS = {
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "power_exponent": False, "comm_sms": False, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "power_exponent": False, "comm_sms": False,
+                     "tp_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
                      "attention_fa3": True, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
                      "optimizer_bytes": False, "loss_bytes": False}
 

@@ -143,9 +143,9 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     tp = one_ar * (4 + 2 * rc)
     gemms = fwd["gemm"] - fwd["attention"]
     if t > 1 and layout.tp_overlap == "all":       # each collective in chunks behind the GEMM beside it
-        tp = overlapped(tp, (3 + rc) * gemms, gpu, eff)
+        tp = overlapped(tp, (3 + rc) * gemms, gpu, eff, eff.tp_overlap_hidden)
     elif t > 1 and layout.tp_overlap == "forward":  # the forward passes' only; backward's stay exposed
-        tp = overlapped(one_ar * (2 + 2 * rc), (1 + rc) * gemms, gpu, eff) + 2 * one_ar
+        tp = overlapped(one_ar * (2 + 2 * rc), (1 + rc) * gemms, gpu, eff, eff.tp_overlap_hidden) + 2 * one_ar
     cp = context_parallel_time(model, cluster, layout, eff, fwd["attention"], T, rc, local) if c > 1 else 0.0
     ep = 0.0
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
