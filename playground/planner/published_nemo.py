@@ -110,7 +110,7 @@ NEMO_2403_LONG = tuple(_long_row(*r) for r in (
     (256, 256, 16, 4, 1, 8, 8, 549), (512, 512, 8, 8, 1, 4, 16, 549), (1024, 1024, 4, 8, 1, 4, 32, 536),
 ))
 
-_DGXC = "https://github.com/NVIDIA/dgxc-benchmarking/blob/143b90dd91f9be958fed4773ae95d941a3356a82/"
+_DGXC = "https://github.com/NVIDIA/dgxc-benchmarking/tree/143b90dd91f9be958fed4773ae95d941a3356a82/"
 _DGXC_NOTE = ("{container}; the recipe's config states every setting: {recompute}, sequence parallelism {sp}, "
               "Transformer Engine's TP overlap {tp}, PP sends {p2p}, gradients reduced in bf16 behind backward; "
               "{dtype}{dropout}")
