@@ -2,6 +2,7 @@
 
 import multiprocessing as mp
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -171,11 +172,18 @@ _LONG_RUN = textwrap.dedent("""
 """)
 
 
+def _ctrl_c_reaches_it():
+    """Start a child as a terminal or a Jupyter kernel would, Ctrl-C raising KeyboardInterrupt: a
+    runner that launched the tests in the background passes SIGINT down ignored, and Python leaves
+    an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_long_run(tmp_path):
     """A parent process running 2 sleeping ranks; returns it and the ranks' pids."""
     proc = subprocess.Popen([sys.executable, "-c", _LONG_RUN, os.path.dirname(__file__),
                              str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=_ctrl_c_reaches_it)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(tmp_path.glob("*.pid"))) < 2:
         time.sleep(0.2)
@@ -237,7 +245,7 @@ _CLI_LONG_RUN = textwrap.dedent("""
 def test_ctrl_c_on_a_demo_is_one_line_exit_130_and_no_rank_survives(tmp_path):
     env = dict(os.environ, TESTS_DIR=os.path.dirname(__file__), PID_DIR=str(tmp_path))
     proc = subprocess.Popen([sys.executable, "-c", _CLI_LONG_RUN], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_ctrl_c_reaches_it)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(tmp_path.glob("*.pid"))) < 2:
         time.sleep(0.2)
