@@ -43,7 +43,7 @@ PLANNER_FLOORS = (
     {"published_foundry", "published_zoo"},
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
     {"step_time", "published_layouts", "published_stacks", "overlap"},
-    {"layout_search", "step_range"},
+    {"layout_search", "step_range", "mfu_ceiling"},
     {"capacity"},
     {"replay"},
     {"peer_model"},

@@ -117,7 +117,7 @@ def package_map():
         if len(lines) > 2:   # a long floor: smaller type, wider lines, hung below its title
             lines, size = textwrap.wrap(text, 122), 6.1
         if len(lines) > 3:   # longer still: smaller again, so that four lines stay inside the box
-            lines, size = textwrap.wrap(text, 152), 5.0
+            lines, size = textwrap.wrap(text, 158), 5.0
         left.text(0.03, y + 0.60, "\n".join(lines), fontsize=size, va="top", linespacing=1.05)
     left.set(xlim=(0, 1), ylim=(0, n))
     left.axis("off")

@@ -31,7 +31,7 @@ from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, c
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu
 from playground.planner.presets import preset
-from playground.planner.published_runs import HIGHEST_PUBLISHED_MFU, MAX_REPORTED_MFU
+from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
 from playground.planner.step_range import predict_range
 
@@ -101,6 +101,23 @@ def _resolve_model(model, params, active_params, seq_len, arch) -> tuple[Model, 
 def _counted(m: Model) -> str:
     """How FLOPs counted from the shape were counted: sliding-window layers over their window."""
     return "counted, windowed" if m.local_layers and m.attended_keys(True) < m.seq_len else "counted"
+
+
+def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None) -> list[str]:
+    """A line when the plan's MFU passes the highest a published run on its GPU architecture reached
+    in its precision (``mfu_ceiling``), measured against that precision's peak: an FP8 plan's MFU of
+    the bf16 peak is not compared with a bf16 run's."""
+    ceiling = mfu_ceiling(spec, dtype, gpus)
+    of_peak = mfu * spec.peak_bf16_flops / peak_flops(spec, dtype)
+    if ceiling is None or of_peak <= ceiling["mfu"]:
+        return []
+    said = f"MFU {mfu:.2f}" + (f" ({of_peak:.2f} of the FP8 peak)" if dtype == "fp8" else "")
+    if ceiling["large_run"]:
+        return [f"{said} is above {ceiling['mfu']:.3f}, the highest published for a run of "
+                f"{LARGE_RUN_GPUS:,}+ GPUs ({ceiling['run']})"]
+    return [f"{said} is above {ceiling['mfu']:.2f}{' of the FP8 peak' if dtype == 'fp8' else ''}, the most any of "
+            f"the {ceiling['runs']} published {dtype.upper() if dtype == 'fp8' else dtype} runs {ceiling['scope']} "
+            f"that chapter 6 replays reached ({ceiling['run']})"]
 
 
 def plan(params=None, active_params=None, tokens=None, compute=None, model: Model | str | None = None,
@@ -250,10 +267,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         warnings.append(f"does NOT fit: {memory['total'] / 2 ** 30:.1f} GiB per GPU needed, "
                         f"{memory['usable'] / 2 ** 30:.1f} GiB usable on the {spec.name}{what}")
     opt_N, opt_D = chinchilla_optimal(6 * N_active * tokens)
-    if mfu_out > MAX_REPORTED_MFU:
-        warnings.append(f"MFU {mfu_out:.2f} is above {MAX_REPORTED_MFU:.3f}, the highest published for a run "
-                        f"of 10,000+ GPUs (MegaScale, Jiang et al. 2024; of the replayed runs the highest is "
-                        f"{HIGHEST_PUBLISHED_MFU:.2f})")
+    warnings += _mfu_warning(mfu_out, spec, layout.dtype, gpus)
     if tokens < TOKENS_PER_PARAM / 2 * N_active:
         warnings.append(f"{tokens / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
                         f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 
-__all__ = ["PublishedStackRun", "published_metric", "llama2"]
+__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2"]
 
 
 @dataclass(frozen=True)
@@ -45,9 +45,20 @@ def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, flo
     if row.tokens_per_s_per_gpu is not None:
         predicted, published = prediction["tokens_per_s"] / row.layout.gpus, row.tokens_per_s_per_gpu
         return "tokens_per_s_per_gpu", predicted, published, predicted / published
-    recompute = None if row.flop_count == "hardware" else "none"
-    implied = flops_per_step(row.model, row.layout, recompute) / (row.tflops_per_gpu * 1e12 * row.layout.gpus)
+    implied = published_step_time(row)
     return "step_time_s (implied by TFLOP/s)", prediction["step_time_s"], implied, implied / prediction["step_time_s"]
+
+
+def published_step_time(row) -> float:
+    """The step time a published row (of a stack, or a ``PublishedLayout``) states or implies: its
+    global batch's tokens over its tokens/s, or its step's FLOPs (in the source's own count,
+    recomputation included or not) over its TFLOP/s."""
+    if row.step_time_s is not None:
+        return row.step_time_s
+    if getattr(row, "tokens_per_s_per_gpu", None) is not None:
+        return row.layout.global_batch * row.model.seq_len / (row.tokens_per_s_per_gpu * row.layout.gpus)
+    recompute = None if row.flop_count == "hardware" else "none"
+    return flops_per_step(row.model, row.layout, recompute) / (row.tflops_per_gpu * 1e12 * row.layout.gpus)
 
 
 # Llama 2's shapes (Touvron et al. 2023, Table 1; 34B from Code Llama), which several stacks ran

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["PublishedRun", "PUBLISHED_RUNS", "published_run", "MAX_REPORTED_MFU", "HIGHEST_PUBLISHED_MFU", "KINDS"]
+__all__ = ["PublishedRun", "PUBLISHED_RUNS", "published_run", "MAX_REPORTED_MFU", "KINDS"]
 
 KINDS = ("measured", "consistency", "flops")
 # The MFU a run that reported no throughput is replayed at: the planner's default (capacity.DEFAULT_MFU),
@@ -181,14 +181,9 @@ PUBLISHED_RUNS = (
         "that its BF16-equivalent MFU was below the assumed 0.40."),
 )
 
-# The highest model-FLOPs utilization a run above reports or implies: LLaMA 65B's 6 N x 380 tokens/s
-# per GPU = 149 TFLOP/s, 0.48 of an A100's 312 (OPT-175B's best-case 147 TFLOP/s is 0.47, PaLM's
-# 0.462 the highest stated as MFU; a test recomputes it).  Megatron-LM's 163/312 = 0.52 counts the
-# recomputed forward: it is hardware FLOPs utilization, not MFU.
-HIGHEST_PUBLISHED_MFU = 0.48
-# The planner flags a plan above this MFU: the highest MFU published for a run of 10,000+ GPUs,
-# MegaScale's 175B on 12,288 A100s at 55.2% (Jiang et al. 2024, Table 2).  Smaller jobs have reported
-# more (MegaScale's own 256-GPU row: 65.3%), so the warning says "large run".
+# The highest MFU published for a run of 10,000+ GPUs (the planner's ceiling for a bf16 plan that large),
+# MegaScale's 175B on 12,288 A100s at 55.2% (Jiang et al. 2024, Table 2).  Smaller jobs reach more
+# (MegaScale's own 256-GPU row: 65.3%), so smaller plans are held to the runs of mfu_ceiling instead.
 MAX_REPORTED_MFU = 0.552
 
 
