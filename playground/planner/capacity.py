@@ -29,7 +29,7 @@ from playground.planner.errors import PlanError
 from playground.planner.goodput import plan_goodput
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout, check_recompute_modules
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
-from playground.planner.memory import memory_per_gpu
+from playground.planner.memory import memory_per_gpu, tight_note
 from playground.planner.presets import preset
 from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
@@ -253,6 +253,9 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     days = train_s / 86400 if train_s is not None else None
     mfu_out = model_flops / (gpu_seconds * spec.peak_bf16_flops)
     hfu_out = total_flops / (gpu_seconds * spec.peak_bf16_flops)
+    if memory["tight"]:   # fits, into the allowance: what would leave the planner's margin
+        advice = fit_advice(m, layout, spec, gpus or layout.gpus)
+        warnings.append(tight_note(memory))
     if not memory["fits"]:
         advice = fit_advice(m, layout, spec, gpus or layout.gpus)
         what = ("; would fit with: " + "; ".join(f"{a['change']} ({a['memory_bytes'] / 2 ** 30:.1f} GiB)"

@@ -15,6 +15,7 @@ from playground.planner.args import (cluster_from_args, efficiency_from_args, ef
 from playground.planner.capacity import plan
 from playground.planner.errors import PlanError
 from playground.planner.layout import Layout
+from playground.planner.memory import fit_verdict
 
 __all__ = ["main", "report", "plan_from_args"]
 
@@ -110,7 +111,7 @@ def report(p: dict, ranked: bool = False) -> str:
         + (f" + ZeRO-3 buffers {_gib(m['zero3_buffers'])}" if m["zero3_buffers"] else "")
         + f" + activations {_gib(m['activations'])}" + (f" + logits {_gib(m['logits'])}" if m["logits"] else "")
         + f" (stage {m['stage']}) of {_gib(m['usable'])} usable ({_gib(m['capacity'])} on the GPU): "
-        + ("fits" if m["fits"] else "does NOT fit"),
+        + fit_verdict(m),
     ]
     if p.get("time_breakdown"):
         step = p["step_time_s"]
@@ -122,8 +123,9 @@ def report(p: dict, ranked: bool = False) -> str:
                      f"{p['gpus']:,}): {g['expected_interruptions']:,.0f} interruptions expected; checkpoint "
                      f"{g['checkpoint_s']:.3g} s every {g['interval_s'] / 60:.3g} min (Daly); goodput "
                      f"{g['goodput']:.3f} -> {g['effective_days']:.1f} days")
-    for advice in p["fit_advice"]:
-        lines.append(f"would fit  {advice['change']}: {_gib(advice['memory_bytes'])}")
+    for advice in p["fit_advice"]:   # for a tight plan: what would leave the planner's margin
+        lines.append(f"{'with room' if m['fits'] else 'would fit'}  {advice['change']}: "
+                     f"{_gib(advice['memory_bytes'])}")
     if p.get("search"):
         s = p["search"]
         lines.append(f"search     {s['considered']:,} layouts of {s['gpus']:,} {s['gpu']}s; {s['fit']:,} fit"

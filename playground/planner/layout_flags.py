@@ -17,7 +17,9 @@ _BOOL = argparse.BooleanOptionalAction
 
 def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     """The layout group of flags, each with its default."""
-    lay = p.add_argument_group("layout (not given: --gpus alone searches for the fastest layout that fits)")
+    lay = p.add_argument_group("layout (not given: --gpus alone searches for the fastest layout that fits with "
+                               "the planner's 2 GiB + 5% memory margin; a layout you give that fits only "
+                               "inside that margin is reported as fitting only tightly)")
     for flag, text in (("tp", "tensor-parallel degree (default: 1)"), ("pp", "pipeline stages (default: 1)"),
                        ("vpp", "virtual stages per GPU, interleaved 1F1B (default: 1)"),
                        ("cp", "context-parallel degree: the sequence split (default: 1)"),

@@ -22,6 +22,9 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
 * **Allowance** (``FRAMEWORK_BYTES``, ``FRAGMENTATION``): what no formula counts — the CUDA context,
   cuBLAS workspaces and NCCL buffers (2 GiB), and the caching allocator's fragmentation (5% of the
   memory).  Usable memory is the capacity the framework sees (``hardware.GPU.memory_bytes``) less it.
+  A plan past the usable memory but inside the GPU's is *tight*: it fits (published runs counted this
+  close ran: the count's own error is of the allowance's size), with little headroom; the layout
+  search keeps the allowance, so it never picks a tight layout.
 
 Left out, and said so: the pipeline's send/receive buffers, the optimizer step's temporaries, and
 the imbalance of tokens over experts (every expert is charged the average).
@@ -40,7 +43,8 @@ from playground.planner.layout import BYTES, RECOMPUTE, Layout, check_layout, st
 from playground.zero import accounting as zero_accounting
 
 __all__ = ["FRAMEWORK_BYTES", "FRAGMENTATION", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
-           "layer_activation_bytes", "usable_memory_bytes", "memory_per_gpu", "describe_memory", "stage_params"]
+           "layer_activation_bytes", "usable_memory_bytes", "memory_per_gpu", "describe_memory", "fit_verdict",
+           "tight_note", "stage_params"]
 
 FRAMEWORK_BYTES = 2 * 2 ** 30   # CUDA context, cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.05            # share of memory the caching allocator cannot hand out
@@ -206,7 +210,8 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
 
     Keys: ``model_states`` (and ``model_state_parts``), ``zero3_buffers``, ``activations``,
     ``logits``, ``total``, ``stage`` (which stage is fullest), ``stage_layers``; with ``gpu``
-    also ``capacity``, ``usable`` and ``fits``."""
+    also ``capacity``, ``usable``, ``fits`` (the total inside the GPU's memory) and ``tight`` (it
+    fits, but past the usable memory: into the allowance)."""
     check_layout(model, layout)
     stages, p, m, v = stage_layers(model, layout), layout.pp, layout.micro_batches, layout.vpp
     act_dense = layer_activation_bytes(model, layout, moe=False)
@@ -249,9 +254,25 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
             best = row
     if gpu is not None:
         spec = hardware.gpu(gpu)
-        best.update(capacity=spec.memory_bytes, usable=usable_memory_bytes(spec),
-                    fits=best["total"] <= usable_memory_bytes(spec))
+        usable = usable_memory_bytes(spec)
+        best.update(capacity=spec.memory_bytes, usable=usable, fits=best["total"] <= spec.memory_bytes,
+                    tight=usable < best["total"] <= spec.memory_bytes)
     return best
+
+
+def fit_verdict(mem: dict) -> str:
+    """``fits``, ``fits only tightly`` or ``does NOT fit``, for a ``memory_per_gpu`` result with a GPU."""
+    return "does NOT fit" if not mem["fits"] else "fits only tightly" if mem["tight"] else "fits"
+
+
+def tight_note(mem: dict) -> str:
+    """The line a tight plan gets: what it leaves of the allowance, and what that means."""
+    left = mem["capacity"] - mem["total"]
+    return (f"fits only tightly: {_gib(mem['total']):.1f} GiB counted leaves {_gib(left):.1f} GiB of the GPU's "
+            f"{_gib(mem['capacity']):.1f} for the CUDA context, NCCL's buffers and the allocator's fragmentation, "
+            f"less than the {_gib(FRAMEWORK_BYTES + FRAGMENTATION * mem['capacity']):.1f} GiB (2 GiB and 5%) the "
+            f"planner keeps; published runs counted this close ran, with little headroom (PyTorch's "
+            f"expandable_segments allocator helps)")
 
 
 def describe_memory(mem: dict) -> str:

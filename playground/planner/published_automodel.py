@@ -30,11 +30,11 @@ _COMMON = ("FSDP2 over DP (the table's FSDP column), EP inside it; DeepEP dispat
            "reduction dtype not stated (fp32 taken)")
 
 
-def _row(name, model, gpus, layout, tps, note, unstated=(), misfit=""):
+def _row(name, model, gpus, layout, tps, note, unstated=()):
     layout = replace(layout, zero_stage=3, ep_dispatch="deepep", loss_fp32=False)
     return PublishedStackRun(f"{name}, {gpus} H100", "NeMo AutoModel (FSDP2 + EP)", _SOURCE, "H100", model, layout,
                              ("grad_reduce",) + unstated, tokens_per_s_per_gpu=tps, note=f"{_COMMON}; {note}",
-                             memory_misfit=misfit, cite="nvidia2025automodel")
+                             cite="nvidia2025automodel")
 
 
 def _gpt_oss(layers: int, experts: int, name: str):
@@ -64,9 +64,6 @@ _QWEN3_30B = qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"
 _GPT_OSS_NOTE = ("FlexAttention for the sliding windows and the sinks, taken at FlashAttention-2's rate "
                  "(attention_kernel fa2); EP from the config (ep_size {ep}), the table prints '-'; no activation "
                  "checkpointing; gpt-oss's clamped SwiGLU priced as a fused SwiGLU")
-_GPT_OSS_MISFIT = ("the memory model counts a little more than it allows of the 80 GB (its 2 GiB framework and 5% "
-                   "fragmentation allowances), nothing recomputed; the run fit, so the allowances or the count of "
-                   "the expert activations are too large for it")
 _DSV3_NOTE = ("activation checkpointing on, reshard_after_forward off (the config); the interleaved 1F1B "
               "schedule, two layers a virtual stage; the multi-token-prediction module not in the config")
 
@@ -76,10 +73,10 @@ AUTOMODEL = (
          12040, "Transformer Engine attention (cuDNN: fa3); activation checkpointing on (the config)"),
     _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", _gpt_oss(24, 32, "gpt-oss-20b"), 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=2, global_batch=256, attention_kernel="fa2"),
-         13058, _GPT_OSS_NOTE.format(ep=8), misfit=_GPT_OSS_MISFIT),
+         13058, _GPT_OSS_NOTE.format(ep=8)),
     _row("gpt-oss 120B, FSDP 64 EP 64, MBS 2", _gpt_oss(36, 128, "gpt-oss-120b"), 64,
          Layout.today(1, 1, 64, ep=64, micro_batch=2, global_batch=512, attention_kernel="fa2"),
-         7626, _GPT_OSS_NOTE.format(ep=64), misfit=_GPT_OSS_MISFIT),
+         7626, _GPT_OSS_NOTE.format(ep=64)),
     _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 64", _DEEPSEEK_V3, 256,
          Layout.today(1, 4, 64, ep=64, micro_batch=1, global_batch=512, vpp=8, attention_kernel="fa3",
                       recompute="full", reshard_after_forward=False), 1002, _DSV3_NOTE),

@@ -53,21 +53,16 @@ def _gpt3(layers, hidden, heads, name):
     return Model(layers, hidden, heads, vocab=50304, seq_len=2048, name=name)
 
 
-def _row(name, model, gpus, batch, micro, tp, pp, cp, vp, tps, misfit=""):
+def _row(name, model, gpus, batch, micro, tp, pp, cp, vp, tps):
     dp = gpus // (tp * pp * cp)
     layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=micro, global_batch=batch, vpp=vp, dtype="fp8")
     label = f"{name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") + (f" VP {vp}" if vp > 1 else "")
     return PublishedStackRun(label, "NeMo 24.07 (Megatron-Core, FP8)", _SOURCE, "H100", model, layout, _UNSTATED,
-                             tokens_per_s_per_gpu=tps, note=_NOTE, cite="nvidia2024nemoperf", memory_misfit=misfit)
+                             tokens_per_s_per_gpu=tps, note=_NOTE, cite="nvidia2024nemoperf")
 
 
 _NEMOTRON_340B = Model(96, 18432, 96, vocab=256000, seq_len=4096, ffn=73728, kv_heads=8, tied_embeddings=False,
                        position_embeddings=False, qkv_bias=False, proj_bias=False, name="nemotron-4-340b")
-_NEMOTRON_MISFIT = ("recompute not stated: taken as none (selective, which the DGX Cloud recipe of the same layout "
-                    "states, stores as much), the memory model counts 85.3 GB: inside the H100's 85.5 GB but past "
-                    "the 2 GiB and 5% it keeps for the framework (the weights' and ZeRO-1's states over only 2 "
-                    "data-parallel ranks, and the interleaved schedule's in-flight micro-batches); the run ran, so "
-                    "here that allowance is too large")
 
 
 _GPT3_175B = _gpt3(96, 12288, 96, "gpt3-175b")
@@ -83,7 +78,7 @@ NEMO_2407 = tuple(_row(*r) for r in (
     ("LLAMA2-70B", llama2("70b"), 64, 128, 1, 4, 4, 1, 20, 1707),
     ("LLAMA3-8B", preset("llama3-8b"), 8, 128, 1, 1, 1, 2, 1, 12036),
     ("LLAMA3-70B", preset("llama3-70b"), 64, 128, 1, 4, 4, 2, 5, 1533),
-)) + (_row("Nemotron-340B", _NEMOTRON_340B, 128, 32, 1, 8, 8, 1, 12, 322, _NEMOTRON_MISFIT),)
+)) + (_row("Nemotron-340B", _NEMOTRON_340B, 128, 32, 1, 8, 8, 1, 12, 322),)
 
 _LONG_SOURCE = ("https://github.com/NVIDIA/NeMo/blob/19fadb67b09ba94c55094d34df119d6f9c565068/docs/source/performance/"
                 "performance_long_sequence.md (LLAMA2-7B (FP8) - H100, NeMo 24.03.01, DGX-H100, the 'With CP' columns)")
@@ -117,7 +112,7 @@ _DGXC_NOTE = ("{container}; the recipe's config states every setting: {recompute
 
 
 def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp_overlap, p2p_overlap, extra,
-              gpus, batch, dtype, step_s, misfit=""):
+              gpus, batch, dtype, step_s):
     dp = gpus // (tp * pp * cp)
     layout = Layout.today(tp, pp, dp, cp=cp, ep=ep, micro_batch=micro, global_batch=batch, vpp=vp, dtype=dtype,
                           recompute=recompute, tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, grad_reduce="bf16",
@@ -130,7 +125,7 @@ def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp
                              dtype="FP8 on the linear layers" if dtype == "fp8" else "BF16",
                              dropout="; dropout 0.1" if layout.dropout else "")
     return PublishedStackRun(label, "DGX Cloud benchmarking (NeMo)", _DGXC + folder, "H100", model, layout, (),
-                             step_time_s=step_s, note=note, cite="nvidia2024dgxcbenchmarking", memory_misfit=misfit)
+                             step_time_s=step_s, note=note, cite="nvidia2024dgxcbenchmarking")
 
 
 _NEMOTRON_15B = Model(32, 6144, 48, vocab=256000, seq_len=4096, ffn=24576, kv_heads=8, tied_embeddings=False,
@@ -163,9 +158,6 @@ _DGXC_SERIES = (
     (_GROK1, "grok1/", _NEMO_DEV, 4, 8, 2, 8, 8, 1, "none", "none", True, {},
      ((512, 1024, 20.83, 16.69), (2048, 4096, 21.09, 17.04))),
 )
-_DGXC_340B_MISFIT = ("on 128 GPUs (DP 2) the memory model counts 85.3 GB, inside the H100's 85.5 GB but past the 2 GiB "
-                     "and 5% it keeps for the framework: the recipe ran, so here that allowance is too large")
-NEMO_2409_DGXC = tuple(_dgxc_row(*series[:13], gpus, batch, dtype, step,
-                                 _DGXC_340B_MISFIT if series[0].name == "Nemotron-4 340B" and gpus == 128 else "")
+NEMO_2409_DGXC = tuple(_dgxc_row(*series[:13], gpus, batch, dtype, step)
                        for series in _DGXC_SERIES for gpus, batch, bf16_s, fp8_s in series[13]
                        for dtype, step in (("bf16", bf16_s), ("fp8", fp8_s)))

@@ -15,6 +15,7 @@ from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, DEFAULT_SEQ_LEN, i
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Layout
 from playground.planner.layout_search import fit_advice, gpus_that_fit, search
+from playground.planner.memory import fit_verdict, tight_note
 from playground.planner.step_range import predict_range
 
 __all__ = ["predict_from_args", "report", "main"]
@@ -59,7 +60,8 @@ def _predict(opts, eff) -> dict:
     result = predict_range(model, cluster, layout, unstated, eff, gpus=gpus)
     if model.position_note():
         result["caveats"] = result["caveats"] + [model.position_note()]
-    if not result["memory"]["fits"]:   # what one change would make it fit, as the capacity planner says
+    if not result["memory"]["fits"] or result["memory"]["tight"]:   # what one change would make it fit (with
+        # the planner's margin), as the capacity planner says
         advice = [{k: a[k] for k in ("change", "memory_bytes")}
                   for a in fit_advice(model, layout, cluster.gpu, layout.gpus)[:4]]
         more = None if advice else gpus_that_fit(model, cluster.gpu, layout.gpus, seqs)
@@ -94,10 +96,14 @@ def _report(r: dict) -> str:
              _range_line(r)] + _power_line(r) + [
 
              f"memory   {mem['total'] / 2 ** 30:.1f} GiB of {mem['usable'] / 2 ** 30:.1f} GiB usable "
-             f"({mem['capacity'] / 2 ** 30:.1f} GiB on the GPU)" + ("" if mem["fits"] else "  (does NOT fit)")]
-    if not mem["fits"]:
-        lines += [f"would fit {a['change']}: {a['memory_bytes'] / 2 ** 30:.1f} GiB" for a in r.get("fit_advice", [])] \
-            or ["would fit no single change of the layout fits: more GPUs or a smaller model"]
+             f"({mem['capacity'] / 2 ** 30:.1f} GiB on the GPU)" + ("" if fit_verdict(mem) == "fits" else
+                                                                    f"  ({fit_verdict(mem)})")]
+    if mem["tight"]:
+        lines.append(f"memory   {tight_note(mem)}")
+    if not mem["fits"] or mem["tight"]:
+        say = "would fit" if not mem["fits"] else "with room"
+        lines += [f"{say} {a['change']}: {a['memory_bytes'] / 2 ** 30:.1f} GiB" for a in r.get("fit_advice", [])] \
+            or [f"{say} no single change of the layout fits: more GPUs or a smaller model"]
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
     lines += [f"caveat   {c}" for c in r.get("caveats", [])]
     return "\n".join(lines)
