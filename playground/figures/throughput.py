@@ -24,7 +24,7 @@ def validation_figure():
         ax.scatter([r["published"] for r in sel], [r["predicted"] for r in sel], s=36, zorder=3, label=label,
                    facecolors="none" if sel[0]["outlier"] else SOURCE_COLORS[i], edgecolors=SOURCE_COLORS[i])
     ax.set(xlim=(0, top), ylim=(0, top), xlabel="published TFLOP/s per GPU", ylabel="predicted TFLOP/s per GPU")
-    ax.legend(loc="upper left", fontsize=7)
+    ax.legend(loc="lower right", fontsize=7)   # the upper left holds the H100 rows, far above the band
     bx.barh(range(len(rows)), [r["ratio"] for r in rows], color=[SOURCE_COLORS[r["source"]] for r in rows],
             hatch=[".." if r["outlier"] else "" for r in rows])
     bx.axvspan(0.8, 1.2, color=COLORS[0], alpha=0.12)
@@ -96,10 +96,12 @@ def tornado_figure():
     """One factor at a time: how far each unstated setting or constant moves a prediction."""
     from playground.planner.replay import tornado_rows
     rows = tornado_rows()
-    fig, axes = new_figure(nrows=len(rows), width=8.0, height=2.3 * len(rows))
-    for ax, row in zip(axes, rows):
-        bars = [b for b in row["bars"] if b["factor"] != "optimizer_bytes"
-                and max(b["relative"]) - min(b["relative"]) > 1e-3]   # factors that move this row at all
+    moving = [[b for b in row["bars"] if b["factor"] != "optimizer_bytes"
+               and max(b["relative"]) - min(b["relative"]) > 1e-3] for row in rows]  # factors that move a row
+    heights = [0.8 + 0.22 * len(bars) for bars in moving]          # every bar as tall in every panel
+    fig, axes = new_figure(nrows=len(rows), width=8.0, height=sum(heights) + 0.6,
+                           gridspec_kw={"height_ratios": heights})
+    for ax, row, bars in zip(axes, rows, moving):
         for i, b in enumerate(bars):
             lo, hi = sorted(100 * (x - 1) for x in b["relative"])
             ax.barh(i, hi - lo, left=lo, color=COLORS[1] if b["factor"] in row["unstated"] else COLORS[0],
