@@ -3,13 +3,15 @@
 ``published_table`` and ``published_flops_table`` replay each run of ``published_runs`` through the
 capacity plan; ``validation_table`` replays each layout of ``published_layouts`` through the
 step-time model, ``range_table`` the same with the range over what each source leaves unstated,
-``stack_table`` the rows of today's stacks (``published_stacks``) likewise, and ``tp_sweep`` / ``microbatch_sweep`` vary one knob of Narayanan et al.'s
-GPT-145B row.  The figures of ``playground.figures.capacity`` and ``.throughput`` draw these tables.
+``stack_table`` the rows of today's stacks (``published_stacks``) likewise, ``miss_shares`` what the
+dense rows' misses on one GPU architecture go with, and ``tp_sweep`` / ``microbatch_sweep`` vary one
+knob of Narayanan et al.'s GPT-145B row.  The figures of ``playground.figures.capacity`` and ``.throughput`` draw these tables.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 
 from playground.planner.costs import Cluster, Layout, Model
 from playground.planner.capacity import plan
@@ -20,7 +22,7 @@ from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "range_table", "stack_table", "tornado_rows", "UNSTATED", "SOURCES", "GPT145", "A100"]
+           "microbatch_sweep", "range_table", "stack_table", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES", "GPT145", "A100"]
 
 
 # ----------------------------------------------------------------------------- the capacity plan
@@ -126,6 +128,36 @@ def range_table() -> list[dict]:
                      "inside": low <= row.tflops_per_gpu <= high,
                      "ratio_range": (low / row.tflops_per_gpu, high / row.tflops_per_gpu)})
     return rows
+
+
+def miss_shares(architecture: str) -> dict:
+    """The dense published rows on one GPU architecture (today's stacks, and on Ampere Megatron-LM's
+    in-band layouts), each as predicted / published throughput beside the share of its predicted
+    step that each part takes: the layers' tensor-core work (GEMMs and attention), their element-wise
+    kernels, the logits and loss, and what communication leaves exposed.  Returns ``rows``, the
+    Pearson correlation of the ratio with each share (``correlation``), and ``tensor_core_factor``:
+    the k that fits ratio - 1 = (k - 1) x tensor-core share best (least squares), the factor on
+    tensor-core time that would explain the misses if they all lived there."""
+    rows = []
+    layouts = [r for r in ALL_LAYOUTS if not r.outlier] if architecture == "ampere" else []
+    for row in list(layouts) + [r for r in STACK_RUNS if not r.model.is_moe]:
+        if row.cluster.gpu.architecture != architecture:
+            continue
+        p = predict(row.model, row.cluster, row.layout)
+        if hasattr(row, "stack"):
+            ratio = published_metric(row, p)[3]
+        else:
+            ratio = p["tflops_per_gpu" if row.flop_count == "hardware" else "model_tflops_per_gpu"] / row.tflops_per_gpu
+        step, parts = p["step_time_s"], p["compute_parts"]
+        exposed = sum(v for k, v in p["fractions"].items() if k not in ("compute", "recompute"))
+        rows.append({"name": row.name, "ratio": ratio, "tensor_core": parts["gemm"] / step,
+                     "elementwise": parts["elementwise"] / step, "logits": parts["logits"] / step,
+                     "exposed": exposed})
+    shares = ("tensor_core", "elementwise", "logits", "exposed")
+    ratios = [r["ratio"] for r in rows]
+    k = 1 + sum((r["ratio"] - 1) * r["tensor_core"] for r in rows) / sum(r["tensor_core"] ** 2 for r in rows)
+    return {"rows": rows, "median_ratio": statistics.median(ratios), "tensor_core_factor": k,
+            "correlation": {s: statistics.correlation(ratios, [r[s] for r in rows]) for s in shares}}
 
 
 def stack_table() -> list[dict]:

@@ -157,3 +157,15 @@ def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_th
     inline = {r.model.name: r.model for r in AUTOMODEL}
     for name in ("gpt-oss-20b", "gpt-oss-120b", "kimi-k2"):
         assert inline[name] == read_hf_config(families / name, seq_len=4096), name
+
+
+def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_ampere_ones_do_not():
+    """Chapter 6's reading of the misses: on Hopper the ratio grows with the share of the step the
+    layers' GEMMs and attention take (a rate, about 1.2x), not with element-wise work or exposed
+    communication; on Ampere it follows exposed communication instead."""
+    from playground.planner.replay import miss_shares
+    hopper, ampere = miss_shares("hopper"), miss_shares("ampere")
+    assert hopper["correlation"]["tensor_core"] > 0.4 > max(abs(hopper["correlation"][k]) for k in ("elementwise", "logits"))
+    assert hopper["correlation"]["exposed"] < 0 and 1.15 < hopper["tensor_core_factor"] < 1.3
+    assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
+    assert len(hopper["rows"]) == 84 and len(ampere["rows"]) == 42
