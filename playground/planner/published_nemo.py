@@ -38,7 +38,7 @@ from playground.planner.architecture import Model
 from playground.planner.flops import megatron_core_flops_per_token
 from playground.planner.layout import Layout
 from playground.planner.presets import preset
-from playground.planner.published_row import PublishedStackRun, llama2
+from playground.planner.published_row import PublishedStackRun, llama2, llama31
 
 __all__ = ["NEMO_2407", "NEMO_2403_LONG", "NEMO_2409_DGXC"]
 
@@ -130,7 +130,7 @@ def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp
 
 _NEMOTRON_15B = Model(32, 6144, 48, vocab=256000, seq_len=4096, ffn=24576, kv_heads=8, tied_embeddings=False,
                       position_embeddings=False, qkv_bias=False, proj_bias=False, name="Nemotron-4 15B")
-_LLAMA31 = {size: replace(preset(f"llama3-{size}"), name=f"Llama 3.1 {size.upper()}") for size in ("8b", "70b", "405b")}
+_LLAMA31 = {size: llama31(size, name=f"Llama 3.1 {size.upper()}") for size in ("8b", "70b", "405b")}
 # GPT-3 175B as nemo_megatron/gpt3_175b_hydra.yaml gives it: GPT-2's BPE vocabulary padded to 128 x TP
 _GPT3_175B_DGXC = Model(96, 12288, 96, vocab=50688, seq_len=2048, name="GPT-3 175B")
 # Grok-1 as grok1/grok1_314b.yaml gives it: 8 experts of a gated 32,768-wide MLP, top-2, GQA 8, RoPE

@@ -1,14 +1,17 @@
 """One published run of a training stack: what its source states, what it leaves unstated, and the
-metric it is compared on (``published_metric``), and the Llama 2 shapes several stacks ran
-(``llama2``).  The rows themselves are gathered in ``playground.planner.published_stacks``."""
+metric it is compared on (``published_metric``), and the Llama 2 and 3.1 shapes several stacks
+ran (``llama2``, ``llama31``).  The rows themselves are gathered in ``playground.planner.published_stacks``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.planner.costs import Cluster, Layout, Model, flops_per_step
+from dataclasses import replace
 
-__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2"]
+from playground.planner.costs import Cluster, Layout, Model, flops_per_step
+from playground.planner.presets import preset
+
+__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2", "llama31"]
 
 
 @dataclass(frozen=True)
@@ -71,3 +74,8 @@ _LLAMA2_SHAPES = {"7b": (32, 4096, 32, 11008, None), "13b": (40, 5120, 40, 13824
 def llama2(size: str) -> Model:
     layers, hidden, heads, ffn, kv = _LLAMA2_SHAPES[size]
     return Model(layers, hidden, heads, ffn=ffn, kv_heads=kv, name=f"llama2-{size}", **_LLAMA2)
+
+
+def llama31(size: str, seq_len: int = 8192, name: str | None = None) -> Model:
+    """Llama 3.1's shapes (Llama 3's, as the planner's presets hold them) at ``seq_len``."""
+    return replace(preset(f"llama3-{size}"), seq_len=seq_len, name=name or f"llama3.1-{size}")

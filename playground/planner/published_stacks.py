@@ -30,7 +30,7 @@ from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_automodel import AUTOMODEL
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
-from playground.planner.published_row import PublishedStackRun, llama2, published_metric
+from playground.planner.published_row import PublishedStackRun, llama2, llama31, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
            "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
@@ -46,10 +46,6 @@ _GRAND_TETON = ("Grand Teton H100: 96 GB HBM2e at 2.4 TB/s, 500 W power limit, 4
 _TITAN_REDUCE = ("; gradients reduce-scattered in fp32 (torchtitan's training.mixed_precision_reduce default, "
                  "grad_reduce fp32)")
 _SEQ_DEFAULT = "sequence length not in the table: 8192, train_configs/llama3_*.toml's seq_len"
-
-
-def _llama31(size: str, seq_len: int = 8192) -> Model:
-    return replace(preset(f"llama3-{size}"), seq_len=seq_len, name=f"llama3.1-{size}")
 
 
 def _titan(name, model, layout, tps, unstated, note):
@@ -69,7 +65,7 @@ def _titan_fsdp_8b(gpus, technique, tps, gib):
             + ("; float8 on nn.Linear only" if fp8 else ""))
     note += (f"; the run peaked at {gib} GiB (published); the memory model counts less, fitting: it keeps no "
              "eager intermediates and no allocator cache")
-    return _titan(f"Llama 3.1 8B, FSDP {gpus}, {technique}", _llama31("8b"), layout, tps, ("recompute",), note)
+    return _titan(f"Llama 3.1 8B, FSDP {gpus}, {technique}", llama31("8b"), layout, tps, ("recompute",), note)
 
 
 # (GPUs, ((technique, TPS/GPU, memory GiB), ...)): Tables 1 and 3
@@ -86,7 +82,7 @@ def _titan_cp_8b(cp, seq_len, tps):
                           recompute="full", dtype="fp8")
     note = ("Table 2: FSDP + CP + torch.compile + Float8, local batch 1, full AC; CP is PyTorch's ring "
             "attention (all-gather rotation not stated)")
-    return _titan(f"Llama 3.1 8B, FSDP {8 // cp} CP {cp}, {seq_len // 1024}K", _llama31("8b", seq_len), layout, tps,
+    return _titan(f"Llama 3.1 8B, FSDP {8 // cp} CP {cp}, {seq_len // 1024}K", llama31("8b", seq_len), layout, tps,
                   (), note)
 
 
@@ -99,7 +95,7 @@ def _titan_70b(async_tp, tps):
                           tp_overlap="forward" if async_tp else "none")
     note = (_SEQ_DEFAULT + "; Table 4: FSDP 32 x TP 8, torch.compile + Float8, full AC"
             + ("; AsyncTP (forward TP communication overlapped with the GEMMs: tp_overlap forward)" if async_tp else ""))
-    return _titan(f"Llama 3.1 70B, FSDP 32 TP 8{', AsyncTP' if async_tp else ''}", _llama31("70b"), layout, tps,
+    return _titan(f"Llama 3.1 70B, FSDP 32 TP 8{', AsyncTP' if async_tp else ''}", llama31("70b"), layout, tps,
                   ("sequence_parallel",), note)
 
 
@@ -114,7 +110,7 @@ def _titan_405b_pp(interleaved, tps):
               "False)")
     unstated = ("micro_batch", "sequence_parallel") + (("vpp",) if interleaved else ())
     return _titan(f"Llama 3.1 405B, FSDP 8 TP 8 PP 8, {'interleaved ' if interleaved else ''}1F1B",
-                  _llama31("405b"), layout, tps, unstated, note)
+                  llama31("405b"), layout, tps, unstated, note)
 
 
 def _titan_405b_cp(cp, seq_len, tps):
@@ -124,7 +120,7 @@ def _titan_405b_cp(cp, seq_len, tps):
     note = ("Table 6: TP 8 x PP 8 (1F1B) with FSDP x CP = 8, local batch 8, torch.compile + Float8 + AsyncTP "
             "(tp_overlap), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP: "
             "reshard_after_forward=False")
-    return _titan(f"Llama 3.1 405B, TP 8 PP 8 FSDP {dp} CP {cp}, {seq_len // 1024}K", _llama31("405b", seq_len),
+    return _titan(f"Llama 3.1 405B, TP 8 PP 8 FSDP {dp} CP {cp}, {seq_len // 1024}K", llama31("405b", seq_len),
                   layout, tps, ("micro_batch", "sequence_parallel"), note)
 
 
@@ -139,7 +135,7 @@ def _titan_h200(nodes, tps):
     note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (fp8_gather: "
             "1 byte per weight); AC not given on the command line: the toml's selective (op)" + _TITAN_REDUCE)
     return PublishedStackRun(f"Llama 3.1 8B, FSDP {gpus}, H200, compile + Float8", "torchtitan", _TITAN_H200, "H200",
-                             _llama31("8b"), layout, ("recompute",), tokens_per_s_per_gpu=tps, note=note,
+                             llama31("8b"), layout, ("recompute",), tokens_per_s_per_gpu=tps, note=note,
                              cite="liang2024torchtitan")
 
 
@@ -154,7 +150,7 @@ def _titan_async(size, dp, local, recompute, fp8, async_tp, tps):
             f"local batch {local}" + ("; float8 tensorwise" if fp8 else "") + ("; async TP" if async_tp else ""))
     name = f"Llama 3.1 {size.upper()}, FSDP {dp} TP 8, 2025-06, {'Float8' if fp8 else 'bf16'}" \
         + (", AsyncTP" if async_tp else "")
-    return replace(_titan(name, _llama31(size), layout, tps, ("sequence_parallel",), note), source=_TITAN_ASYNC)
+    return replace(_titan(name, llama31(size), layout, tps, ("sequence_parallel",), note), source=_TITAN_ASYNC)
 
 
 # (size, FSDP, local batch, AC, float8, async TP, tokens/s a GPU): the June 2025 async-TP tables, float8
@@ -219,7 +215,7 @@ MEGATRON_BRIDGE = (
             "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
     _bridge("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", preset("llama3-70b"),
             Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
-    _bridge("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", _llama31("405b"),
+    _bridge("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", llama31("405b"),
             Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
     _bridge("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS",
             qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"),
