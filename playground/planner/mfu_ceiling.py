@@ -1,8 +1,9 @@
 """The highest MFU published runs reached, by GPU architecture and precision: the planner's check
 that a plan's speed is one somebody has seen.
 
-Each run chapter 6 replays (``published_layouts.ALL_LAYOUTS``, ``published_stacks.STACK_RUNS``) is read for its MFU: its model FLOPs
-(``flops_per_step`` with nothing recomputed, counted one way for every row) over its published or
+Each run chapter 6 replays (``published_layouts.ALL_LAYOUTS``, ``published_stacks.STACK_RUNS``) is
+read for its MFU: its model FLOPs (``flops_per_step`` with nothing recomputed, counted one way for
+every row) over its published or
 implied step time, over the dense peak *of the precision it ran in*, since an FP8 run measured
 against the bf16 peak can pass 0.8 and says nothing about a bf16 plan.  ``mfu_ceiling`` returns the
 highest of those on the plan's GPU architecture in its precision (on any architecture when none ran

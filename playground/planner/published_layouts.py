@@ -22,16 +22,17 @@ a setting of its own):
   receives waited on (Megatron-LM of 2021; its p2p overlap came in 2023);
 * no sequence parallelism and no flash attention (both postdate the paper).
 
-Dubey et al. 2024 (arXiv:2407.21783), Table 4: Llama 3 405B on H100s at 8K context, the two
-rows without context parallelism.  There "TFLOPs/GPU" is *model* FLOPs (BF16 MFU x 989 TFLOP/s),
-compared with ``model_tflops_per_gpu``.  Stated in Sec. 3.3.2: pre-training at 8K "without
-activation checkpointing", asynchronous point-to-point communication in the pipeline, an interleaved
-schedule whose first model chunk on the first stage "has only the embedding" once one layer is taken
-from the first and the last stages, so a chunk holds one layer: 126 layers, the embedding and the
-loss make 128 chunks, 8 on each of the 16 ranks (V = 8, derived: the paper prints no V; the range
-spans the others that fit).  Assumed: micro-batch 1, flash attention with sequence parallelism, no
-dropout (the released model has none), FSDP gradients reduced during backward (ZeRO stage 2
-traffic).  Read so, both rows replay 1.27x too fast: a documented outlier, see ``outlier``.
+Dubey et al. 2024 (arXiv:2407.21783), Table 4: Llama 3 405B on H100s at 8K context, the two rows
+without context parallelism. There "TFLOPs/GPU" is *model* FLOPs (BF16 MFU x 989 TFLOP/s), compared
+with ``model_tflops_per_gpu``. Stated in Sec. 3.3.2: pre-training at 8K "without activation
+checkpointing", asynchronous point-to-point communication in the pipeline, an interleaved schedule
+whose first model chunk on the first stage "has only the embedding" once one layer is taken from the
+first and the last stages, so a chunk holds one layer: 126 layers, the embedding and the loss make
+128 chunks, 8 on each of the 16 ranks (V = 8, derived: the paper prints no V, and no other
+interleaving fits in memory, so the range spans the constants alone). Assumed: micro-batch 1, flash
+attention with sequence parallelism, no dropout (the released model has none), FSDP gradients
+reduced during backward (ZeRO stage 2 traffic). Read so, both rows replay 1.27x too fast: a
+documented outlier, see ``outlier``.
 
 Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3 and 5: 22B, 175B, 530B and 1T GPTs on one
 model replica (no data parallelism) of Selene, each with full recomputation and with selective

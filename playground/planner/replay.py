@@ -5,7 +5,8 @@ capacity plan; ``validation_table`` replays each layout of ``published_layouts``
 step-time model, ``range_table`` the same with the range over what each source leaves unstated,
 ``stack_table`` the rows of today's stacks (``published_stacks``) likewise, ``miss_shares`` what the
 dense rows' misses on one GPU architecture go with, and ``tp_sweep`` / ``microbatch_sweep`` vary one
-knob of Narayanan et al.'s GPT-145B row.  The figures of ``playground.figures.capacity`` and ``.throughput`` draw these tables.
+knob of Narayanan et al.'s GPT-145B row.  The figures of ``playground.figures.capacity`` and
+``.throughput`` draw these tables.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "range_table", "stack_table", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES", "GPT145", "A100"]
+           "microbatch_sweep", "range_table", "stack_table", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES",
+           "GPT145", "A100"]
 
 
 # ----------------------------------------------------------------------------- the capacity plan

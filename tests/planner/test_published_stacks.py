@@ -165,7 +165,8 @@ def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_amp
     communication; on Ampere it follows exposed communication instead."""
     from playground.planner.replay import miss_shares
     hopper, ampere = miss_shares("hopper"), miss_shares("ampere")
-    assert hopper["correlation"]["tensor_core"] > 0.4 > max(abs(hopper["correlation"][k]) for k in ("elementwise", "logits"))
+    correlation = hopper["correlation"]
+    assert correlation["tensor_core"] > 0.4 > max(abs(correlation[k]) for k in ("elementwise", "logits"))
     assert hopper["correlation"]["exposed"] < 0 and 1.15 < hopper["tensor_core_factor"] < 1.3
     assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
     assert len(hopper["rows"]) == 84 and len(ampere["rows"]) == 42

@@ -72,7 +72,7 @@ def test_documented_outliers_stay_outliers_and_their_twin_does_not(row):
         lay = row.layout
         assert (lay.recompute, lay.vpp, lay.p2p_overlap, lay.dropout) == ("none", 8, True, False)
         assert memory_per_gpu(row.model, lay, "H100")["fits"] and 1.2 < published_ratio(row) < 1.35
-        assert not memory_per_gpu(row.model, replace(lay, vpp=2), "H100")["fits"]
+        assert not any(memory_per_gpu(row.model, replace(lay, vpp=v), "H100")["fits"] for v in (2, 4))
         return
     if row is BLOOM:
         assert "Megatron-DeepSpeed" in row.outlier and 1.2 < published_ratio(row) < 1.35
