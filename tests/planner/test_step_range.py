@@ -145,3 +145,20 @@ def test_transformer_engine_tp_overlap_is_warned_as_nvidias_recipes_with_it_repl
     layout = Layout.today(4, 4, 8, cp=2, vpp=5, global_batch=512, tp_overlap="all")
     assert any(name in line for line in validation_caveats(model, h100, layout))
     assert not any(name in line for line in validation_caveats(model, h100, replace(layout, tp_overlap="forward")))
+
+
+def test_a_dense_plan_on_hopper_gpus_is_warned_as_the_hopper_rows_replayed():
+    """Most dense published runs on Hopper GPUs replay too fast (chapter 6: their misses follow the
+    tensor cores' share of the step), so every dense plan on a Hopper says by how much; an A100 plan
+    and a mixture of experts do not get this line."""
+    from playground.planner import preset
+    from playground.planner.replay import miss_shares
+    from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
+    name = "a dense model on Hopper GPUs"
+    ratios = _published_ratios([k[0] for k in _KINDS].index(name))
+    assert len(ratios) == len(miss_shares("hopper")["rows"]) and statistics.median(ratios) > CAVEAT_MEDIAN
+    layout = Layout.today(1, 1, 64, global_batch=512)
+    [line] = [x for x in validation_caveats(preset("llama3-8b"), Cluster.of("H100"), layout) if name in x]
+    assert f"{statistics.median(ratios):.2f}x at the median" in line and "GEMMs and attention" in line
+    assert not any(name in x for x in validation_caveats(preset("llama3-8b"), Cluster.of("A100-80GB"), layout))
+    assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), Cluster.of("H100"), layout))
