@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 
 from playground.planner.errors import PlanError
 
-__all__ = ["Model"]
+__all__ = ["Model", "DEFAULT_SEQ_LEN"]
+
+DEFAULT_SEQ_LEN = 8192  # Llama 3's pre-training context: a plan's sequence when nothing else says one
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class Model:
     sliding_window: int | None = None  # keys a query of a local-attention layer sees (Mistral, Gemma 2/3, gpt-oss)
     local_layers: int = 0           # how many of the layers attend only over that window; the rest, whole
     max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
+    seq_len_from: str = field(default="", compare=False)  # why seq_len is what it is, when nobody gave it
     name: str = field(default="", compare=False)
 
     def __post_init__(self):

@@ -18,8 +18,7 @@ import sys
 from dataclasses import replace
 
 from playground import hardware
-from playground.planner.architecture import Model
-from playground.planner.capacity import DEFAULT_SEQ_LEN
+from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_config import read_hf_config
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency
@@ -70,7 +69,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                        ("ffn", "MLP width (default: 4 h)"),
                        ("vocab", "vocabulary (default: 128256 when the shape is inferred, 51200 for a GPT by flags)"),
                        ("seq-len", f"training sequence length in tokens (default: the preset's, else "
-                                   f"{DEFAULT_SEQ_LEN})"),
+                                   f"{DEFAULT_SEQ_LEN}, or a config's max_position_embeddings when shorter)"),
                        ("experts", "routed experts per MoE layer (default: 0, dense)"),
                        ("top-k", f"experts each token is routed to {given}"),
                        ("moe-ffn", "one routed expert's MLP width (default: --ffn)"),
@@ -150,6 +149,8 @@ def resolve_model(opts) -> Model | None:
         return Model(**{"seq_len": DEFAULT_SEQ_LEN, **given})
     if "experts" in given and "moe_ffn" not in given and not base.moe_ffn:
         given["moe_ffn"] = base.ffn_width
+    if "seq_len" in given:
+        given["seq_len_from"] = ""
     return replace(base, **given) if given else base
 
 

@@ -23,7 +23,7 @@ import numbers
 from dataclasses import asdict, replace
 
 from playground import hardware
-from playground.planner.architecture import Model
+from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
 from playground.planner.goodput import plan_goodput
@@ -35,12 +35,12 @@ from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
 from playground.planner.step_range import predict_range
 
-__all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_SEQ_LEN",
-           "DEFAULT_VOCAB", "MAX_LAYERS", "DEGREES"]
+__all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_VOCAB", "MAX_LAYERS",
+           "DEGREES"]
 
 DEFAULT_MFU = 0.40          # used only when no layout is predicted and no --mfu / --achieved-tflops; said so
 DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4Mi)
-DEFAULT_SEQ_LEN, DEFAULT_VOCAB = 8192, 128256  # Llama 3's pre-training context and vocabulary
+DEFAULT_VOCAB = 128256  # Llama 3's vocabulary
 MAX_LAYERS = 10_000  # 100x the deepest published LLMs
 DEGREES = ("tp", "pp", "vpp", "cp", "ep", "dp")
 
@@ -92,7 +92,7 @@ def _resolve_model(model, params, active_params, seq_len, arch) -> tuple[Model, 
         return infer_architecture(params, seq_len or DEFAULT_SEQ_LEN, arch.get("vocab") or DEFAULT_VOCAB), "inferred"
     changes = {k: v for k, v in arch.items() if v is not None}
     if seq_len:
-        changes["seq_len"] = seq_len
+        changes.update(seq_len=seq_len, seq_len_from="")
     if params is not None:
         changes["params"] = params
     return (replace(model, **changes) if changes else model), shape_source + (" + flags" if changes else "")
@@ -219,6 +219,8 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     if gpus is not None and not speed_given:
         prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
         warnings += prediction["caveats"]
+    if m.seq_len_from:
+        notes.append(m.seq_len_from)
     if m.position_note():
         warnings.append(m.position_note())
 

@@ -51,16 +51,19 @@ Which keys are read, by ``model_type``:
 
 ``max_position_embeddings`` is NOT the training sequence length: it is how far the position scheme
 reaches at inference, usually after a long-context stage (Llama 3.1: 131,072 for an 8,192 pre-training
-length; DeepSeek-V3: 163,840 for 4,096).  So ``seq_len`` is an argument.  Only for learned positions
+length; DeepSeek-V3: 163,840 for 4,096).  So ``seq_len`` is an argument; not given, it is 8,192 (Llama
+3's pre-training length), or the config's reach when that is shorter (Llama 2, Falcon, Phi-3: a model
+never trained past its positions), and ``Model.seq_len_from`` says so.  Only for learned positions
 (gpt2) does the table size matter to the count, and there ``seq_len`` is set to ``n_positions``.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from playground.planner.architecture import Model
+from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
 
@@ -89,8 +92,9 @@ PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden si
            "v_head_dim": "MLA's value head size"}
 
 
-def read_hf_config(path, seq_len: int = 8192) -> Model:
-    """Read ``path`` (a config.json, or a folder holding one) into a ``Model`` trained at ``seq_len``."""
+def read_hf_config(path, seq_len: int | None = None) -> Model:
+    """Read ``path`` (a config.json, or a folder holding one) into a ``Model`` trained at ``seq_len``
+    (default: 8,192, or the config's max_position_embeddings when shorter)."""
     path = Path(path)
     if not path.exists():
         raise PlanError(f"no such file or folder: {path}")
@@ -110,8 +114,18 @@ def read_hf_config(path, seq_len: int = 8192) -> Model:
     return model_from_hf_dict(cfg, seq_len, name=_name_in(cfg) or fallback, source=str(path))
 
 
-def model_from_hf_dict(cfg: dict, seq_len: int = 8192, name: str = "", *, source: str = "config.json") -> Model:
-    """The ``Model`` a parsed config.json describes; ``source`` names it in error messages."""
+def model_from_hf_dict(cfg: dict, seq_len: int | None = None, name: str = "", *, source: str = "config.json") -> Model:
+    """The ``Model`` a parsed config.json describes; ``source`` names it in error messages.  ``seq_len``
+    not given: 8,192 tokens, or the config's max_position_embeddings when shorter."""
+    model = _model_from_hf_dict(cfg, seq_len or DEFAULT_SEQ_LEN, name, source)
+    if seq_len is None and model.max_positions and model.max_positions < model.seq_len:
+        return replace(model, seq_len=model.max_positions, seq_len_from=(
+            f"sequence length not given: the config's max_position_embeddings, {model.max_positions:,} "
+            f"tokens, taken (pass --seq-len to plan another)"))
+    return model
+
+
+def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Model:
     name = name or _name_in(cfg)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrapper: the language model is inside
         cfg, source = cfg["text_config"], f"{source} (text_config)"

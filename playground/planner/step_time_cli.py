@@ -11,7 +11,8 @@ from __future__ import annotations
 from playground.planner.args import (cluster_from_args, efficiency_from_args, efficiency_line,
                                      efficiency_note, layout_knobs, number, resolve_model, run_command,
                                      unstated_from_args, whole)
-from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, DEFAULT_SEQ_LEN, infer_architecture
+from playground.planner.architecture import DEFAULT_SEQ_LEN
+from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, infer_architecture
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Layout
 from playground.planner.layout_search import fit_advice, gpus_that_fit, search

@@ -316,11 +316,24 @@ def test_kimi_k2_reads_as_deepseek_v3s_architecture():
 
 
 def test_a_sequence_beyond_the_configs_positions_is_warned_about(tmp_path):
-    """OLMoE's positions reach 4,096: planning it at the default 8,192 says so, in the capacity plan
-    and in the step-time report; at its own length nothing is said."""
+    """OLMoE's positions reach 4,096: planning it at 8,192 says so; at its own length nothing is said."""
     from playground.planner import plan
     olmoe = family("olmoe-1b-7b")
-    warned = plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8)["warnings"]
+    warned = plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8, seq_len=8192)["warnings"]
     assert any("beyond this config's max_position_embeddings (4,096)" in w for w in warned)
     quiet = plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8, seq_len=4096)["warnings"]
     assert not any("max_position_embeddings" in w for w in quiet)
+
+
+def test_without_a_sequence_length_a_config_is_planned_no_longer_than_its_positions_reach():
+    """No --seq-len: 8,192 tokens (Llama 3's pre-training length), unless the config's positions stop
+    short of it, as OLMoE's (4,096) do: then its reach, and the plan's notes say so; a length given
+    wins and the note goes."""
+    from playground.planner import plan
+    olmoe, llama = family("olmoe-1b-7b"), read_hf_config(CONFIGS / "llama3-8b")
+    assert (olmoe.seq_len, llama.seq_len) == (4096, 8192)
+    assert "max_position_embeddings, 4,096 tokens, taken" in olmoe.seq_len_from and not llama.seq_len_from
+    notes = plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8)["notes"]
+    assert any("sequence length not given" in n for n in notes)
+    assert not any("sequence length" in n for n in plan(model=olmoe, tokens=1e12, gpu="H100", gpus=8, seq_len=2048)["notes"])
+    assert read_hf_config(CONFIGS / "families" / "olmoe-1b-7b", seq_len=8192).seq_len == 8192

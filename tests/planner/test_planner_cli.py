@@ -54,6 +54,18 @@ def test_a_16mi_token_batch_is_2048_sequences_and_16m_is_rounded_and_said():
         cp.plan(model="llama3-405b", tokens=15.6e12, gpus=8192, tp=8, pp=16, global_batch_tokens=16e6)
 
 
+def test_a_config_planned_without_seq_len_says_which_length_it_took():
+    """OLMoE's config reaches 4,096 positions: without --seq-len the plan takes that and notes it;
+    --seq-len given, the plan takes it and says nothing of the sort."""
+    olmoe = str(Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families" / "olmoe-1b-7b")
+    taken, given = (json.loads(_cli("--hf-config", olmoe, "--tokens", "1T", "--json", *extra).stdout)
+                    for extra in ((), ("--seq-len", "2048")))
+    assert taken["global_batch"] * 4096 == taken["global_batch_tokens"]
+    assert any("max_position_embeddings, 4,096 tokens, taken" in n for n in taken["notes"])
+    assert given["global_batch"] * 2048 == given["global_batch_tokens"]
+    assert not any("sequence length" in n for n in given["notes"])
+
+
 def test_text_report_and_json_carry_the_same_numbers():
     args = ["--model", "llama3-8b", "--tokens", "2T", "--gpus", "64", "--tp", "1", "--pp", "1"]
     text, js = _cli(*args), _cli(*args, "--json")
