@@ -194,7 +194,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     check_recompute_modules(m, knobs.get("recompute_modules", ()))
     degrees = {k: knobs.pop(k) for k in DEGREES if k in knobs}
     speed_given = mfu is not None or achieved_tflops is not None
-    prediction, searched, advice = None, None, []
+    prediction, searched = None, None
     if gpus is None and degrees:
         gpus = math.prod(degrees.get(k, 1) for k in ("tp", "pp", "cp", "dp")) if "dp" in degrees else None
         if gpus is None:
@@ -255,11 +255,11 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     days = train_s / 86400 if train_s is not None else None
     mfu_out = model_flops / (gpu_seconds * spec.peak_bf16_flops)
     hfu_out = total_flops / (gpu_seconds * spec.peak_bf16_flops)
-    if memory["tight"]:   # fits, into the allowance: what would leave the planner's margin
-        advice = fit_advice(m, layout, spec, gpus or layout.gpus)
+    # past the planner's margin (tight) or past the GPU: the single changes that would fit with room
+    advice = fit_advice(m, layout, spec, gpus or layout.gpus) if memory["tight"] or not memory["fits"] else []
+    if memory["tight"]:
         warnings.append(tight_note(memory))
     if not memory["fits"]:
-        advice = fit_advice(m, layout, spec, gpus or layout.gpus)
         what = ("; would fit with: " + "; ".join(f"{a['change']} ({a['memory_bytes'] / 2 ** 30:.1f} GiB)"
                                                  for a in advice[:4])) if advice else \
             "; no single change fits"
