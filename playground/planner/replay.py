@@ -3,7 +3,8 @@
 ``published_table`` and ``published_flops_table`` replay each run of ``published_runs`` through the
 capacity plan; ``validation_table`` replays each layout of ``published_layouts`` through the
 step-time model, ``range_table`` the same with the range over what each source leaves unstated,
-``stack_table`` the rows of today's stacks (``published_stacks``) likewise, ``miss_shares`` what the
+``stack_table`` the rows of today's stacks (``published_stacks``) likewise, ``tight_runs`` those the
+memory model counts into its allowance, ``miss_shares`` what the
 dense rows' misses on one GPU architecture go with, and ``tp_sweep`` / ``microbatch_sweep`` vary one
 knob of Narayanan et al.'s GPT-145B row.  The figures of ``playground.figures.capacity`` and
 ``.throughput`` draw these tables.
@@ -16,6 +17,7 @@ import statistics
 
 from playground.planner.costs import Cluster, Layout, Model
 from playground.planner.capacity import plan
+from playground.planner.memory import memory_per_gpu
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
 from playground.planner.published_stacks import STACK_RUNS, published_metric
@@ -23,7 +25,7 @@ from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "range_table", "stack_table", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES",
+           "microbatch_sweep", "range_table", "stack_table", "tight_runs", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES",
            "GPT145", "A100"]
 
 
@@ -177,6 +179,13 @@ def stack_table() -> list[dict]:
                      "inside": low <= 1.0 <= high, "unstated": row.unstated, "note": row.note,
                      "misfit": row.memory_misfit})
     return rows
+
+
+def tight_runs() -> list[str]:
+    """The published runs (each of which ran) that the memory model counts past a GPU's usable memory
+    but inside the GPU's: the ones that fit only tightly, the allowance's own uncertainty."""
+    return [row.name for row in ALL_LAYOUTS + STACK_RUNS
+            if memory_per_gpu(row.model, row.layout, row.cluster.gpu)["tight"]]
 
 
 def tornado_rows() -> list[dict]:
