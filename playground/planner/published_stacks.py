@@ -200,8 +200,9 @@ _BRIDGE_NOTE = ("FP8-CS (current scaling) on the linear layers; recompute, seque
 
 
 def _bridge(name, model, layout, tps, tflops, note="", misfit=""):
-    # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken)
-    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("zero_stage",)) \
+    # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
+    # over DDP without it and with it, never ZeRO-3)
+    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch",) if layout.ep > 1 else ())
     return PublishedStackRun(name, "Megatron-Bridge", _BRIDGE, "H100", model, layout, unstated,
                              tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, flop_count="model",

@@ -55,9 +55,14 @@ SETTINGS = {
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "grad_reduce": ("bf16", "fp32"),
     "zero_stage": (0, 1, 2, 3),
+    # Megatron's DDP with or without its distributed optimizer (--use-distributed-optimizer, ZeRO-1):
+    # what a source that says "FSDP = 0" leaves open; ZeRO-3 it rules out
+    "distributed_optimizer": (0, 1),
     "reshard_after_forward": (True, False),   # FSDP2: gather every micro-batch, or keep the step's gathers
     "shard_group": None,               # None (shard over all of DP x CP) or a group dividing it (computed)
 }
+# settings that vary a Layout field under another name: the field, and the values above are its
+FIELD = {"distributed_optimizer": "zero_stage"}
 # for each constant, which end of its spread makes the step faster
 _FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
@@ -91,7 +96,7 @@ def setting_choices(model: Model, layout: Layout, field: str) -> list:
         values = [False]
     else:
         values = SETTINGS[field]
-    return [v for v in values if _valid(model, replace(layout, **{field: v}))]
+    return [v for v in values if _valid(model, replace(layout, **{FIELD.get(field, field): v}))]
 
 
 def efficiency_corners(eff: Efficiency = EFFICIENCY) -> tuple[Efficiency, Efficiency]:
@@ -110,7 +115,8 @@ def _combos(model: Model, cluster: Cluster, layout: Layout, unstated) -> list[La
     """Every combination of the unstated settings that fits in memory (the published run did fit)."""
     fields = list(dict.fromkeys(unstated))
     options = [setting_choices(model, layout, f) for f in fields]
-    variants = [replace(layout, **dict(zip(fields, values))) for values in itertools.product(*options)]
+    names = [FIELD.get(f, f) for f in fields]
+    variants = [replace(layout, **dict(zip(names, values))) for values in itertools.product(*options)]
     fitting = [v for v in variants if v == layout or memory_per_gpu(model, v, cluster.gpu)["fits"]]
     return fitting if layout in fitting else [layout] + fitting   # the layout as given always counts
 
@@ -230,8 +236,9 @@ def tornado(model: Model, cluster: Cluster, layout: Layout, unstated=(), eff: Ef
             ends = [predict(model, cluster, layout, replace(eff, **{name: x}))["step_time_s"] for x in (low, high)]
             rows.append({"factor": name, "values": (low, high), "step_time_s": tuple(ends)})
     for field in dict.fromkeys(unstated):
-        values = [getattr(v, field) for v in _combos(model, cluster, layout, [field])]
-        ends = [predict(model, cluster, replace(layout, **{field: v}), eff)["step_time_s"] for v in values]
+        name = FIELD.get(field, field)
+        values = [getattr(v, name) for v in _combos(model, cluster, layout, [field])]
+        ends = [predict(model, cluster, replace(layout, **{name: v}), eff)["step_time_s"] for v in values]
         rows.append({"factor": field, "values": tuple(values), "step_time_s": (min(ends), max(ends))})
     for row in rows:
         row["nominal_s"] = nominal

@@ -48,6 +48,17 @@ def test_choices_are_the_values_the_layout_allows():
         setting_choices(MODEL, LAYOUT, "tp")
 
 
+def test_a_source_that_says_ddp_leaves_the_distributed_optimizer_open_never_zero3():
+    """Megatron-Bridge's "FSDP = 0" rules out ZeRO-3 but not the distributed optimizer: the range
+    spans DDP with and without it (ZeRO 0 and 1), and is narrower than one over every ZeRO stage."""
+    assert setting_choices(MODEL, LAYOUT, "distributed_optimizer") == [0, 1]
+    ddp = predict_range(MODEL, CLUSTER, LAYOUT, ("distributed_optimizer",))["step_time_range_s"]
+    any_zero = predict_range(MODEL, CLUSTER, LAYOUT, ("zero_stage",))["step_time_range_s"]
+    assert any_zero[0] <= ddp[0] and ddp[1] < any_zero[1]
+    assert {r["factor"]: r["values"] for r in tornado(MODEL, CLUSTER, LAYOUT, ("distributed_optimizer",))}[
+        "distributed_optimizer"] == (0, 1)
+
+
 def test_the_tornado_is_sorted_by_swing_and_names_every_factor():
     rows = tornado(MODEL, CLUSTER, LAYOUT, unstated=("vpp",))
     names = {r["factor"] for r in rows}
