@@ -116,7 +116,9 @@ _GRAND_TETON = ("Meta's Grand Teton H100 as torchtitan's benchmark describes it:
 
 _SMS = ("NVIDIA architecture whitepapers: A100 Tensor Core GPU Architecture (108 SMs on the A100), NVIDIA H100 "
         "Tensor Core GPU Architecture (132 SMs on the H100 SXM5; H800, H200 and Grand Teton's H100 are the same "
-        "die configuration), Volta V100 whitepaper (80 SMs), https://resources.nvidia.com/en-us-tensor-core")
+        "die configuration), Volta V100 whitepaper (80 SMs), https://resources.nvidia.com/en-us-tensor-core; the B200, which NVIDIA's "
+        "datasheets do not count: 'B200 enables 74 SMs per die, giving 148 SMs across the GPU' (Chips and Cheese, "
+        "'Nvidia's B200: Keeping the CUDA Juggernaut Rolling', 2025, https://chipsandcheese.com)")
 
 _V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
                    "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
@@ -185,7 +187,7 @@ _TABLE = (
                  "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("b200-sxm", "hgx-b200", "dgx-b200"),
         architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
-        tdp_w=1000),
+        tdp_w=1000, sms=148),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
         sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,

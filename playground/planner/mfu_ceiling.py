@@ -6,8 +6,8 @@ read for its MFU: its model FLOPs (``flops_per_step`` with nothing recomputed, c
 every row) over its published or
 implied step time, over the dense peak *of the precision it ran in*, since an FP8 run measured
 against the bf16 peak can pass 0.8 and says nothing about a bf16 plan.  ``mfu_ceiling`` returns the
-highest of those on the plan's GPU architecture in its precision (on any architecture when none ran
-on it), and, for a bf16 plan of 10,000 GPUs or more, no more than ``MAX_REPORTED_MFU``, the highest
+highest of those on the plan's GPU architecture in its precision (on any architecture when fewer than
+``MIN_RUNS`` ran on it: one or two runs, say a single badly tuned recipe, do not bound a GPU), and, for a bf16 plan of 10,000 GPUs or more, no more than ``MAX_REPORTED_MFU``, the highest
 published for a run that large (MegaScale's).
 """
 
@@ -21,9 +21,10 @@ from playground.planner.published_row import published_step_time
 from playground.planner.published_runs import MAX_REPORTED_MFU
 from playground.planner.published_stacks import STACK_RUNS
 
-__all__ = ["published_mfus", "mfu_ceiling", "LARGE_RUN_GPUS"]
+__all__ = ["published_mfus", "mfu_ceiling", "LARGE_RUN_GPUS", "MIN_RUNS"]
 
 LARGE_RUN_GPUS = 10_000   # MAX_REPORTED_MFU's scale: MegaScale's 12,288-GPU run
+MIN_RUNS = 5              # runs of one architecture and precision that make it its own ceiling
 
 
 @functools.lru_cache(maxsize=None)
@@ -43,12 +44,13 @@ def published_mfus() -> tuple[dict, ...]:
 
 def mfu_ceiling(gpu, dtype: str, gpus: int | None = None) -> dict | None:
     """The highest MFU (of ``dtype``'s peak) a replayed run on ``gpu``'s architecture reached in
-    ``dtype`` (``scope`` says which runs were searched: that architecture's, else every one's), with
+    ``dtype`` (``scope`` says which runs were searched: that architecture's when ``MIN_RUNS`` or more
+    ran on it, else every one's), with
     the run (``run``) and how many were searched (``runs``); for a bf16 plan of ``LARGE_RUN_GPUS`` or
     more, MegaScale's ``MAX_REPORTED_MFU`` when lower.  None when no run ran in ``dtype``."""
     same = [r for r in published_mfus() if r["dtype"] == dtype]
     mine = [r for r in same if r["architecture"] == gpu.architecture]
-    pool, scope = (mine, f"on {gpu.architecture.capitalize()} GPUs") if mine else (same, "on any GPU")
+    pool, scope = (mine, f"on {gpu.architecture.capitalize()} GPUs") if len(mine) >= MIN_RUNS else (same, "on any GPU")
     if not pool:
         return None
     best = max(pool, key=lambda r: r["mfu"])

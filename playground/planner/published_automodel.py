@@ -20,7 +20,7 @@ from playground.planner.presets import preset
 from playground.planner.published_row import PublishedStackRun
 from playground.planner.published_zoo import qwen3_moe
 
-__all__ = ["AUTOMODEL"]
+__all__ = ["AUTOMODEL", "DEEPSEEK_V3_4K", "QWEN3_30B", "gpt_oss"]
 
 _SOURCE = ("https://github.com/NVIDIA-NeMo/Automodel/blob/01926a5c443b7979463c73341bf64adf79de638e/docs/"
            "performance-summary.md (System: DGX-H100, Precision: BF16; 'Last Updated 2025-10-02'); settings "
@@ -37,7 +37,7 @@ def _row(name, model, gpus, layout, tps, note, unstated=()):
                              cite="nvidia2025automodel")
 
 
-def _gpt_oss(layers: int, experts: int, name: str):
+def gpt_oss(layers: int, experts: int, name: str):
     """gpt-oss's config.json (openai/gpt-oss-20b and -120b; the planner's keys, as
     chapters/configs/families holds them): windows of 128 on every other layer, biased experts."""
     return model_from_hf_dict(dict(
@@ -57,10 +57,10 @@ _KIMI_K2 = model_from_hf_dict(dict(
     vocab_size=163840, tie_word_embeddings=False, max_position_embeddings=131072), seq_len=4096, name="kimi-k2")
 
 
-_DEEPSEEK_V3 = replace(preset("deepseek-v3"), seq_len=4096)
+DEEPSEEK_V3_4K = replace(preset("deepseek-v3"), seq_len=4096)
 
 
-_QWEN3_30B = qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b")
+QWEN3_30B = qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b")
 _GPT_OSS_NOTE = ("FlexAttention for the sliding windows and the sinks, taken at FlashAttention-2's rate "
                  "(attention_kernel fa2); EP from the config (ep_size {ep}), the table prints '-'; no activation "
                  "checkpointing; gpt-oss's clamped SwiGLU priced as a fused SwiGLU")
@@ -68,19 +68,19 @@ _DSV3_NOTE = ("activation checkpointing on, reshard_after_forward off (the confi
               "schedule, two layers a virtual stage; the multi-token-prediction module not in the config")
 
 AUTOMODEL = (
-    _row("Qwen3 MoE 30B, FSDP 8 EP 8, MBS 4", _QWEN3_30B, 8,
+    _row("Qwen3 MoE 30B, FSDP 8 EP 8, MBS 4", QWEN3_30B, 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, attention_kernel="fa3", recompute="full"),
          12040, "Transformer Engine attention (cuDNN: fa3); activation checkpointing on (the config)"),
-    _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", _gpt_oss(24, 32, "gpt-oss-20b"), 8,
+    _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", gpt_oss(24, 32, "gpt-oss-20b"), 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=2, global_batch=256, attention_kernel="fa2"),
          13058, _GPT_OSS_NOTE.format(ep=8)),
-    _row("gpt-oss 120B, FSDP 64 EP 64, MBS 2", _gpt_oss(36, 128, "gpt-oss-120b"), 64,
+    _row("gpt-oss 120B, FSDP 64 EP 64, MBS 2", gpt_oss(36, 128, "gpt-oss-120b"), 64,
          Layout.today(1, 1, 64, ep=64, micro_batch=2, global_batch=512, attention_kernel="fa2"),
          7626, _GPT_OSS_NOTE.format(ep=64)),
-    _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 64", _DEEPSEEK_V3, 256,
+    _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 64", DEEPSEEK_V3_4K, 256,
          Layout.today(1, 4, 64, ep=64, micro_batch=1, global_batch=512, vpp=8, attention_kernel="fa3",
                       recompute="full", reshard_after_forward=False), 1002, _DSV3_NOTE),
-    _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 256", _DEEPSEEK_V3, 1024,
+    _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 256", DEEPSEEK_V3_4K, 1024,
          Layout.today(1, 4, 256, ep=64, micro_batch=1, global_batch=8192, vpp=8, attention_kernel="fa3",
                       recompute="full", reshard_after_forward=False), 865, _DSV3_NOTE),
     _row("Kimi K2 1T, PP 8 VP 4 EP 32 FSDP 32", _KIMI_K2, 256,

@@ -2,7 +2,7 @@
 
 The step-time model's first validation set (``published_layouts``) is Megatron-LM on A100s.  This
 one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
-HSDP on A100s), Megatron-Bridge's performance summary (H100, FP8), the Megatron MoE Model Zoo
+HSDP on A100s), Megatron-Bridge's performance summary (``published_bridge``: H100 and B200), the Megatron MoE Model Zoo
 (``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s; DeepSeek-V3 on H800s), the ZeRO-3 rows of Narayanan
 et al. 2021 Table 2, OPT-175B (FSDP + TP 8), llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
 on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s) and NeMo
@@ -25,14 +25,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from playground.planner.costs import Layout, Model
-from playground.planner.presets import preset
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_automodel import AUTOMODEL
+from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
-from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO, qwen3_moe
+from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
 from playground.planner.published_row import PublishedStackRun, llama2, llama31, published_metric
 
-__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
+__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "MOE_MODEL_ZOO", "ZERO3_TABLE2",
            "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
 
@@ -190,43 +190,6 @@ def _fms(size, hsdp, ac, batch, tps):
 FMS_FSDP = (_fms("7b", True, False, 2, 3760), _fms("13b", True, False, 1, 1700), _fms("34b", False, True, 8, 772),
             _fms("70b", False, True, 6, 380))
 
-# ----------------------------------------------------------------------------- Megatron-Bridge
-_BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
-           "performance-summary.md, 25.11 NeMo container, System: DGX-H100")
-_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce")
-_BRIDGE_NOTE = ("FP8-CS (current scaling) on the linear layers; recompute, sequence parallelism, TP/DP "
-                "communication overlap, gradient-reduction dtype not in the table (the recipes' settings, not "
-                "read: Layout.today's taken)")
-
-
-def _bridge(name, model, layout, tps, tflops, note="", misfit=""):
-    # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
-    # over DDP without it and with it, never ZeRO-3)
-    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
-        + (("ep_dispatch",) if layout.ep > 1 else ())
-    return PublishedStackRun(name, "Megatron-Bridge", _BRIDGE, "H100", model, layout, unstated,
-                             tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops, flop_count="model",
-                             note=_BRIDGE_NOTE + (f"; {note}" if note else ""), memory_misfit=misfit,
-                             cite="nvidia2025megatronbridge")
-
-
-MEGATRON_BRIDGE = (
-    _bridge("LLAMA3_8B, 8 H100, FSDP, FP8-CS", preset("llama3-8b"),
-            Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14451, 744,
-            "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
-    _bridge("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", preset("llama3-70b"),
-            Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
-    _bridge("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", llama31("405b"),
-            Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
-    _bridge("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS",
-            qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b"),
-            Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
-            "MoE benchmarks force-balance the tokens over the experts (dropless); model shape from the Megatron "
-            "MoE Model Zoo's Qwen3-30B-A3B.yaml; token dispatcher not stated (all-to-all taken, DeepEP in the range)",
-            "no recompute stated: the memory model keeps every activation of the PP x VP in-flight micro-batches "
-            "of 2 x 4096 tokens (the recipe's recompute, not read, is what lets it run)"),
-)
-
 NOT_REPRESENTABLE = (
     "Megatron MoE Model Zoo, Qwen3-Next-80B-A3B (2.2 s): hybrid linear attention, no Model for it",
     "Megatron-Bridge DGX-H100, GPT OSS 120B: GA 2 disagrees with GBS 512 / (DP 16 x MBS 4) = 8, so the row's "
@@ -275,4 +238,4 @@ OPT_175B = PublishedStackRun(
     cite="zhang2022opt")
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC
+    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200

@@ -225,7 +225,8 @@ def test_a_bf16_plan_of_10000_gpus_is_held_to_the_highest_mfu_published_at_that_
     small, large = (mfu_ceiling(hardware.gpu("H100"), "bf16", gpus) for gpus in (512, 16384))
     assert small["mfu"] > MAX_REPORTED_MFU and not small["large_run"]
     assert large["mfu"] == MAX_REPORTED_MFU and "MegaScale" in large["run"]
-    assert mfu_ceiling(hardware.gpu("B200"), "bf16")["scope"] == "on any GPU"   # no Blackwell run replayed
+    assert mfu_ceiling(hardware.gpu("B200"), "bf16")["scope"] == "on any GPU"   # one Blackwell bf16 run: too few
+    assert mfu_ceiling(hardware.gpu("B200"), "fp8")["scope"] == "on Blackwell GPUs"   # five FP8 runs
 
 
 def test_runs_say_what_kind_of_check_they_are():

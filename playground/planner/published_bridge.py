@@ -1,0 +1,84 @@
+"""Megatron-Bridge's performance summary (the 25.11 NeMo container): its DGX-H100 and DGX-B200 rows.
+
+The table gives, per run, the GPUs, the precision, global and micro-batch, the sequence, FSDP (1: the
+Megatron-FSDP, 0: DDP), TP / PP / CP / VP / EP, the gradient accumulation and the tokens/s and model
+TFLOP/s per GPU.  It does not give the recompute policy, sequence parallelism, the communication
+overlaps, the gradient-reduction dtype, whether a DDP run's optimizer is distributed, nor the MoE
+token dispatcher: those are unstated (``Layout.today``'s values, the range over the rest).  Its MoE
+runs force-balance the tokens over the experts and drop none.
+
+The DGX-B200 rows were replayed, as read, before anything in the model was changed for them: the
+first Blackwell runs of the validation.  ``FP8-MX`` (MXFP8, Blackwell's 32-element block scaling) is
+taken as the model's FP8 GEMMs and casts.  The GB200 and GB300 rows are left out: the hardware table
+has no NVL72 rack (72 GPUs on one NVLink domain).
+"""
+
+from __future__ import annotations
+
+from playground.planner.costs import Layout
+from playground.planner.presets import preset
+from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gpt_oss
+from playground.planner.published_row import PublishedStackRun, llama31
+from playground.planner.published_zoo import QWEN3_235B
+
+__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200"]
+
+_BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
+           "performance-summary.md, 25.11 NeMo container, System: ")
+_BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce")
+_BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence parallelism, TP/DP communication "
+                "overlap, gradient-reduction dtype not in the table (the recipes' settings, not read: "
+                "Layout.today's taken)")
+_MOE_NOTE = ("MoE benchmarks force-balance the tokens over the experts (dropless); token dispatcher not stated "
+             "(all-to-all taken, DeepEP in the range)")
+_NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
+                 "(the recipe's recompute, not read, is what lets it run; full recomputation fits)")
+
+
+def _bridge(name, gpu, model, layout, tps, tflops, note="", misfit=""):
+    # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
+    # over DDP without it and with it, never ZeRO-3)
+    unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
+        + (("ep_dispatch",) if layout.ep > 1 else ())
+    system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
+    precision = ("BF16" if layout.dtype == "bf16" else "FP8-MX (MXFP8 block scaling)" if "FP8-MX" in name
+                 else "FP8-CS (current scaling)")
+    notes = [_BRIDGE_NOTE.format(precision=precision)] + ([_MOE_NOTE] if model.is_moe else []) + ([note] if note else [])
+    return PublishedStackRun(name, "Megatron-Bridge" + ("" if gpu == "H100" else f", {system}"), _BRIDGE + system,
+                             gpu, model, layout, unstated, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
+                             flop_count="model", note="; ".join(notes), memory_misfit=misfit,
+                             cite="nvidia2025megatronbridge")
+
+
+MEGATRON_BRIDGE = (
+    _bridge("LLAMA3_8B, 8 H100, FSDP, FP8-CS", "H100", preset("llama3-8b"),
+            Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14451, 744,
+            "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
+    _bridge("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", "H100", preset("llama3-70b"),
+            Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
+    _bridge("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", "H100", llama31("405b"),
+            Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
+    _bridge("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
+            Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
+            "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml", _NO_RECOMPUTE),
+)
+
+MEGATRON_BRIDGE_B200 = (
+    _bridge("LLAMA3_8B, 8 B200, FP8-CS", "B200", preset("llama3-8b"),
+            Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 30624, 1576,
+            "the FP8-CS figure (FP8-MX, in parentheses, 29,521)"),
+    _bridge("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
+            Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 661, 1667,
+            "the FP8-CS figure (FP8-MX, in parentheses, 624)"),
+    _bridge("DeepSeekV3, 256 B200, PP 16 EP 8, FP8-MX", "B200", DEEPSEEK_V3_4K,
+            Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2139, 557,
+            "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a layer)"),
+    _bridge("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", gpt_oss(36, 128, "gpt-oss-120b"),
+            Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=512), 8213, 223,
+            "sliding windows of 128 on every other layer; attention sinks left out", _NO_RECOMPUTE),
+    _bridge("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
+            Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214),
+    _bridge("Qwen3_235B_a22B, 64 B200, PP 8 VP 2 EP 8, FP8-MX", "B200", QWEN3_235B,
+            Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484,
+            "", _NO_RECOMPUTE),
+)
