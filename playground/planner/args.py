@@ -108,9 +108,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "from its results file (python -m playground.bench gemm --out FILE); the report says which "
                    "(default: the sourced constants of planner.layout.Efficiency)")
     s.add_argument("--unstated", metavar="FIELDS", help="layout settings your run does not fix, comma-separated, "
-                   "from: " + ", ".join(k.replace("_", "-") for k in SETTINGS) + " (zero-stage: any of 0-3; distributed-"
-                   "optimizer: DDP with or without Megatron's distributed optimizer, ZeRO 0 or 1); the range spans every value "
-                   "each can take (default: none; the constants' sourced spread is always spanned)")
+                   "from: " + ", ".join(k.replace("_", "-") for k in SETTINGS) + " (zero-stage: any of 0-3; "
+                   "distributed-optimizer: DDP with or without Megatron's distributed optimizer, ZeRO 0 or 1); the "
+                   "range spans every value each can take (default: none; the constants' sourced spread is always spanned)")
     s.add_argument("--price-per-gpu-hour", metavar="USD", help="price of one GPU-hour (default: no cost)")
     s.add_argument("--max-days", metavar="DAYS", help="calendar to warn against (default: 365)")
     f = p.add_argument_group("failures (optional: expected interruptions, checkpoint interval, goodput)")

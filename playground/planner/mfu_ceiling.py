@@ -7,8 +7,9 @@ every row) over its published or
 implied step time, over the dense peak *of the precision it ran in*, since an FP8 run measured
 against the bf16 peak can pass 0.8 and says nothing about a bf16 plan.  ``mfu_ceiling`` returns the
 highest of those on the plan's GPU architecture in its precision (on any architecture when fewer than
-``MIN_RUNS`` ran on it: one or two runs, say a single badly tuned recipe, do not bound a GPU), and, for a bf16 plan of 10,000 GPUs or more, no more than ``MAX_REPORTED_MFU``, the highest
-published for a run that large (MegaScale's).
+``MIN_RUNS`` ran on it: one or two runs, say a single badly tuned recipe, do not bound a GPU), and,
+for a bf16 plan of 10,000 GPUs or more, no more than ``MAX_REPORTED_MFU``, the highest published for
+a run that large (MegaScale's).
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ def _bridge(name, gpu, model, layout, tps, tflops, note="", misfit=""):
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
     precision = ("BF16" if layout.dtype == "bf16" else "FP8-MX (MXFP8 block scaling)" if "FP8-MX" in name
                  else "FP8-CS (current scaling)")
-    notes = [_BRIDGE_NOTE.format(precision=precision)] + ([_MOE_NOTE] if model.is_moe else []) + ([note] if note else [])
+    notes = [_BRIDGE_NOTE.format(precision=precision)] + ([_MOE_NOTE] if model.is_moe else []) \
+        + ([note] if note else [])
     return PublishedStackRun(name, "Megatron-Bridge" + ("" if gpu == "H100" else f", {system}"), _BRIDGE + system,
                              gpu, model, layout, unstated, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
                              flop_count="model", note="; ".join(notes), memory_misfit=misfit,

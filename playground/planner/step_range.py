@@ -170,8 +170,8 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "what these runs lose beyond a Hopper's sustained tensor-core rate was not found (the same model fits "
            "FSDP at a 500 W cap and on A100s); read the time as optimistic"),
           ("a dense model without tensor parallelism or activation recomputation", _whole_layers_kept,
-           "in every stack that published such runs (FSDP, HSDP and data parallelism, A100 and H100, bf16 and FP8) "
-           "they ran slower than predicted, while most of those stacks' runs that recompute fit; what they lose "
+           "in every stack that published such runs (FSDP, HSDP and data parallelism, A100, H100 and B200, bf16 "
+           "and FP8) they ran slower than predicted, while most of those stacks' runs that recompute fit; what they lose "
            "was not found: read the time as optimistic"),
           ("a dense model on Hopper GPUs", _dense_on_hopper,
            "the misses follow the share of the step the layers' GEMMs and attention take, not element-wise work or "
