@@ -42,6 +42,7 @@ PLANNER_FLOORS = (
     {"published_row"},
     {"published_foundry", "published_zoo"},
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
+    {"published_bridge"},  # its MoE rows reuse the shapes of the Model Zoo's and AutoModel's
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range", "mfu_ceiling"},
     {"capacity"},
