@@ -5,8 +5,9 @@ one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-
 HSDP on A100s), Megatron-Bridge's performance summary (``published_bridge``: H100 and B200), the Megatron MoE Model Zoo
 (``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s; DeepSeek-V3 on H800s), the ZeRO-3 rows of Narayanan
 et al. 2021 Table 2, OPT-175B (FSDP + TP 8), llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
-on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s) and NeMo
-24.07's FP8 benchmarks (``published_nemo``: Megatron-Core on H100s).  Every row keeps apart:
+on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s), NeMo's
+benchmarks (``published_nemo``: Megatron-Core on H100s) and Megatron-LM's weak-scaling table
+(``published_megatron``: GPT 1.7B-462B on H100s).  Every row keeps apart:
 
 * what the source states: the numbers quoted exactly, the page and the commit or date read;
 * ``unstated``: the ``Layout`` fields the source does not give (the value in the row is then the
@@ -26,6 +27,7 @@ from dataclasses import replace
 
 from playground.planner.costs import Layout, Model
 from playground.planner.published_foundry import LLM_FOUNDRY
+from playground.planner.published_megatron import MEGATRON_WEAK_SCALING
 from playground.planner.published_automodel import AUTOMODEL
 from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
@@ -238,4 +240,5 @@ OPT_175B = PublishedStackRun(
     cite="zhang2022opt")
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200
+    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
+    + MEGATRON_WEAK_SCALING
