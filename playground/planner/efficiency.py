@@ -77,7 +77,9 @@ _SOURCES = {
                          "all of it predicts (https://github.com/pytorch/torchtitan/blob/c720cb872308d6d179b7fb3a4d6f"
                          "f6ed8029bc27/benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md); NVIDIA's DGX Cloud "
                          "recipes with Transformer Engine's TP overlap on (ub_tp_comm_overlap) ran as fast as hiding "
-                         "none of it predicts (https://github.com/NVIDIA/dgxc-benchmarking, v25.01): the spread, 0-1",
+                         "none of it predicts (https://github.com/NVIDIA/dgxc-benchmarking, v25.01), while Megatron-LM's "
+                         "own weak-scaling runs with it (--tp-comm-overlap, GPT 7.1B-462B on H100s, README of July "
+                         "2024) ran about as fast as hiding all of it predicts: the spread, 0-1",
     "comm_sms": "published: NCCL's maintainer, 'NCCL uses the minimal number of SMs to achieve the performance "
                 "of the platform ... on DGX with 8 NICs ... it would use 16 SMs' and 'NCCL CTAs won't share an SM "
                 "with compute kernels', https://github.com/NVIDIA/nccl/issues/689; NVLink SHARP reaches peak "

@@ -179,8 +179,9 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "communication (chapter 6), as if Hopper tensor cores ran slower in a training step than in the "
            "benchmarks behind the model's rates; read the time as optimistic by about the median"),
           ("tensor-parallel traffic hidden by Transformer Engine's overlap", _te_tp_overlap,
-           "NVIDIA's recipes that turn it on ran about as fast as the model predicts with the TP traffic waited on "
-           "(--tp-overlap none), not hidden; read that time as the likelier"))
+           "NVIDIA's DGX Cloud (NeMo) recipes that turn it on ran about as fast as the model predicts with the TP "
+           "traffic waited on (--tp-overlap none), Megatron-LM's own weak-scaling runs as fast as with it hidden: "
+           "read the time as lying between the two"))
 
 
 @functools.lru_cache(maxsize=None)

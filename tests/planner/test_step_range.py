@@ -138,23 +138,35 @@ def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_t
     assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), h100, hsdp))
 
 
-def test_transformer_engine_tp_overlap_is_warned_as_nvidias_recipes_with_it_replayed():
-    """The DGX Cloud recipes state TE's TP comm overlap on: credited as hidden, every such row replays
-    slower than predicted; priced as waited on, each lands within ±20% and their median within 10%.
-    A plan asking for it says so."""
+def test_transformer_engine_tp_overlap_is_warned_as_the_runs_with_it_replayed():
+    """The published runs that state TE's TP comm overlap on disagree on what it hides.  NVIDIA's DGX
+    Cloud (NeMo) recipes, credited as hidden, all replay slower than predicted; priced as waited on,
+    each lands within ±20% and their median within 10%.  Megatron-LM's own weak-scaling runs fit with
+    it hidden (median within 10%) and, priced as waited on, replay faster than predicted.  Together
+    they run slower than predicted by more than the caveat's bar, so a plan asking for it says so,
+    naming both readings."""
     from playground.planner import preset
     from playground.planner.published_row import published_metric
     from playground.planner.published_stacks import STACK_RUNS
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
     name = "tensor-parallel traffic hidden by Transformer Engine's overlap"
     ratios = _published_ratios([k[0] for k in _KINDS].index(name))
-    assert len(ratios) >= 10 and all(r > 1 for r in ratios) and statistics.median(ratios) > CAVEAT_MEDIAN
-    waited = [published_metric(row, predict(row.model, row.cluster, replace(row.layout, tp_overlap="none")))[3]
-              for row in STACK_RUNS if row.layout.tp > 1 and row.layout.tp_overlap == "all"]
-    assert all(abs(r - 1) <= 0.2 for r in waited) and abs(statistics.median(waited) - 1) < 0.1
+    assert len(ratios) >= 20 and statistics.median(ratios) > CAVEAT_MEDIAN
+
+    def replayed(stack, tp_overlap):
+        return [published_metric(row, predict(row.model, row.cluster, replace(row.layout, tp_overlap=tp_overlap)))[3]
+                for row in STACK_RUNS if row.stack.startswith(stack) and row.layout.tp > 1
+                and row.layout.tp_overlap == "all"]
+    nemo_hidden, nemo_waited = replayed("DGX Cloud", "all"), replayed("DGX Cloud", "none")
+    assert len(nemo_hidden) >= 10 and all(r > 1 for r in nemo_hidden)
+    assert all(abs(r - 1) <= 0.2 for r in nemo_waited) and abs(statistics.median(nemo_waited) - 1) < 0.1
+    megatron_hidden, megatron_waited = replayed("Megatron-Core", "all"), replayed("Megatron-Core", "none")
+    assert len(megatron_hidden) >= 8 and abs(statistics.median(megatron_hidden) - 1) < 0.1
+    assert statistics.median(megatron_waited) < 0.95
     model, h100 = preset("llama3-70b"), Cluster.of("H100")
     layout = Layout.today(4, 4, 8, cp=2, vpp=5, global_batch=512, tp_overlap="all")
-    assert any(name in line for line in validation_caveats(model, h100, layout))
+    [line] = [x for x in validation_caveats(model, h100, layout) if name in x]
+    assert "DGX Cloud" in line and "Megatron-LM" in line
     assert not any(name in line for line in validation_caveats(model, h100, replace(layout, tp_overlap="forward")))
 
 
