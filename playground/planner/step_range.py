@@ -118,7 +118,8 @@ def _combos(model: Model, cluster: Cluster, layout: Layout, unstated) -> list[La
     names = [FIELD.get(f, f) for f in fields]
     variants = [replace(layout, **dict(zip(names, values))) for values in itertools.product(*options)]
     # each value is valid alone; together they may not be (interleaving needs enough micro-batches)
-    fitting = [v for v in variants if v == layout or (_valid(model, v) and memory_per_gpu(model, v, cluster.gpu)["fits"])]
+    fitting = [v for v in variants
+               if v == layout or (_valid(model, v) and memory_per_gpu(model, v, cluster.gpu)["fits"])]
     return fitting if layout in fitting else [layout] + fitting   # the layout as given always counts
 
 

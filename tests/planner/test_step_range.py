@@ -185,3 +185,15 @@ def test_a_dense_plan_on_hopper_gpus_is_warned_as_the_hopper_rows_replayed():
     assert f"{statistics.median(ratios):.2f}x at the median" in line and "GEMMs and attention" in line
     assert not any(name in x for x in validation_caveats(preset("llama3-8b"), Cluster.of("A100-80GB"), layout))
     assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), Cluster.of("H100"), layout))
+
+
+def test_unstated_settings_valid_alone_but_not_together_are_left_out_of_the_range():
+    """Four micro-batches a replica and two stages: a micro-batch of 4 is valid, so is interleaving,
+    but not both (the interleaved schedule needs its micro-batches in multiples of the stages).  The
+    range spans the combinations that can run, and says so by not raising."""
+    model, layout = preset("llama3-8b"), Layout.today(1, 2, 4, global_batch=16)
+    assert 4 in setting_choices(model, layout, "micro_batch") and 2 in setting_choices(model, layout, "vpp")
+    with pytest.raises(PlanError):
+        predict(model, CLUSTER, replace(layout, micro_batch=4, vpp=2))
+    low, high = predict_range(model, CLUSTER, layout, unstated=("micro_batch", "vpp"))["step_time_range_s"]
+    assert 0 < low < high
