@@ -74,7 +74,8 @@ def preset_names() -> list[str]:
 def _entry(name: str) -> tuple[Model, str]:
     key = name.strip().lower()
     if key not in PRESETS:
-        raise PlanError(f"unknown model {name!r}; known: {', '.join(PRESETS)}")
+        hint = "; a config.json goes to --hf-config" if key.endswith(".json") or "/" in key else ""
+        raise PlanError(f"unknown model {name!r}; known: {', '.join(PRESETS)}{hint}")
     return PRESETS[key]
 
 

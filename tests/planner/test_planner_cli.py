@@ -162,6 +162,7 @@ BAD = [
     ([*BASE, "--global-batch", "512", "--global-batch-tokens", "4M"], "not both"),
     # models
     (["--model", "llama9", "--tokens", "1T"], "unknown model 'llama9'; known: gpt3-175b"),
+    (["--model", "my/config.json", "--tokens", "1T"], "a config.json goes to --hf-config"),
     (["--hf-config", "/nonexistent/config.json", "--tokens", "1T"], "/nonexistent/config.json"),
     (["--model", "llama3-8b", "--hf-config", str(CONFIGS / "llama3-8b"), "--tokens", "1T"], "not both"),
     (["--layers", "32", "--tokens", "1T"], "all of --layers"),
