@@ -4,13 +4,16 @@ For each stack of the validation sets (``planner.published_layouts``: Megatron-L
 A100s, Llama 3 on H100s; ``planner.published_stacks``: torchtitan, fms-fsdp, Megatron-Bridge, the
 Megatron MoE Model Zoo, DeepSpeed ZeRO-3, OPT-175B, llm-foundry) it reports the rows, the median and
 the worst |predicted / published - 1|, how many rows fall within +-20%, and how many published values lie
-inside the range the prediction reports (``planner.step_range``).  Pure arithmetic: no device needed.
+inside the range the prediction reports (``planner.step_range``); and ``gemm_table``, eq-gemm against
+cuBLAS's measured rates by shape on Hopper and the B200 (``planner.published_gemms``, OpenXLA's table):
+predicted / measured at the median and its range.  Pure arithmetic: no device needed.
 """
 
 from __future__ import annotations
 
 import statistics
 
+from playground.planner.published_gemms import gemm_check_summary
 from playground.planner.replay import range_table, stack_table
 
 
@@ -37,7 +40,9 @@ def per_stack(band: float = 0.20, rows: bool = False) -> dict:
         stacks.setdefault(r["stack"], []).append(r)
     out = {"benchmark": "throughput", "band": band,
            "stacks": {name: _summary(sel, band) for name, sel in stacks.items()},
-           "all": _summary(table, band)}
+           "all": _summary(table, band),
+           # eq-gemm against cuBLAS's measured rates by shape (OpenXLA's table): predicted / measured
+           "gemm_table": gemm_check_summary()}
     if rows:
         out["ratios"] = [{"stack": r["stack"], "name": r["name"], "ratio": round(r["ratio"], 3),
                           "range": [round(x, 3) for x in r["ratio_range"]], "inside": r["inside"]} for r in table]

@@ -40,7 +40,8 @@ _SOURCES = {
             "quantization), " + _MM_GUIDE + "; off the best shape, square bf16 matmuls on one H100 SXM: 797.5 "
             "TFLOPS at 8192 (80.6%), 719.7 at 10240 (72.7%), https://github.com/zzc0721/torch-performance-"
             "test-data/issues/79, the spread's low end; short runs all: a run held at a Hopper's power limit keeps "
-            "hopper_sustained of them",
+            "hopper_sustained of them; checked at a step's shapes against OpenXLA's table of cuBLAS's measured "
+            "bf16 rates (published_gemms): on Hopper within 6% wherever every side is at least 2,048",
     "fp8_gemm": "published measurements on H800 SXM (the H100's compute): DeepGEMM's FP8 GEMMs 'up to 1550 "
                 "TFLOPS' of 1979 = 78% at their best shape after tuning, 1350+ (68%) at release, " + _DEEPGEMM
                 + "; TileLang's FP8 matmul benchmark M = N = 8192: 1378-1467 TFLOPS at K = 4096, 1461-1507 "

@@ -23,6 +23,9 @@ def test_reports_median_and_worst_error_per_stack_with_the_range_check():
     for r in result["ratios"]:
         lo, hi = r["range"]   # printed to 3 decimals: an end that rounds to 1.000 may fall either side
         assert lo <= hi and (r["inside"] == (lo <= 1.0 <= hi) or 1.0 in (lo, hi))
+    gemm = result["gemm_table"]          # eq-gemm against cuBLAS's measured rates by shape
+    assert set(gemm) == {"H100", "B200"} and all(g["entries"] == 108 for g in gemm.values())
+    assert gemm["H100"]["ratio_range"][0] <= gemm["H100"]["median_ratio"] <= gemm["H100"]["ratio_range"][1]
 
 
 def test_a_bad_band_is_one_line_and_exit_2():
