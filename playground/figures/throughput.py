@@ -128,12 +128,11 @@ def gemm_table_figure():
         rows = gemm_check(gpu)
         top = max(max(r["measured_tflops"], r["predicted_tflops"]) for r in rows) * 1.05
         low = min(min(r["measured_tflops"], r["predicted_tflops"]) for r in rows) * 0.9
-        big = [min(r["shape"][1:]) >= 2048 for r in rows]
         ax.fill_between([low, top], [0.9 * low, 0.9 * top], [1.1 * low, 1.1 * top], color=COLORS[0], alpha=0.12,
                         label="±10%")
         ax.plot([low, top], [low, top], color="0.4", lw=1, ls="--", label="predicted = measured")
         for keep, label, face in ((True, "every side ≥ 2,048", color), (False, "a side < 2,048", "none")):
-            sel = [r for r, b in zip(rows, big) if b == keep]
+            sel = [r for r in rows if r["step_sized"] == keep]
             ax.scatter([r["measured_tflops"] for r in sel], [r["predicted_tflops"] for r in sel], s=22, zorder=3,
                        facecolors=face, edgecolors=color, label=label)
         ax.set(xlim=(low, top), ylim=(low, top), xlabel="measured TFLOP/s (cuBLAS, bf16)",

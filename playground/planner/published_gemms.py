@@ -22,7 +22,7 @@ from playground.planner.costs import gemm_time
 from playground.planner.efficiency import EFFICIENCY, Efficiency
 from playground.planner.layout import Cluster
 
-__all__ = ["XLA_MATMUL", "XLA_SOURCE", "gemm_check", "gemm_check_summary"]
+__all__ = ["XLA_MATMUL", "XLA_SOURCE", "STEP_SIDE", "gemm_check", "gemm_check_summary"]
 
 XLA_SOURCE = ("https://github.com/ROCm/xla/blob/d02afb4fc18aa82cf9a8824672fc5eba298b66aa/xla/service/gpu/model/"
               "matmul_interpolator_data.h (OpenXLA's kDefaultMatmulPTable, entries sm_90 and sm_100_B200, "
@@ -69,29 +69,33 @@ _ROWS = (
 )
 # each architecture's entries under the hardware table's GPU they are read against: (batch, M, N, K, TFLOP/s)
 XLA_MATMUL = {gpu: tuple((*row[:4], row[4 + i]) for row in _ROWS) for i, gpu in enumerate(("H100", "B200"))}
+STEP_SIDE = 2048   # a shape "the size of a step's GEMMs": every one of M, N and K at least this
 
 
 def gemm_check(gpu: str, eff: Efficiency = EFFICIENCY) -> list[dict]:
-    """Each kept entry of ``gpu`` ("H100" or "B200"): its shape, the measured and the predicted TFLOP/s
-    and their ratio (predicted / measured)."""
+    """Each kept entry of ``gpu`` ("H100" or "B200"): its shape, the measured and the predicted TFLOP/s,
+    their ratio (predicted / measured) and ``step_sized`` (every side at least ``STEP_SIDE``)."""
     hardware = Cluster.of(gpu).gpu
     rows = []
     for b, m, n, k, measured in XLA_MATMUL[gpu]:
         predicted = 2 * b * m * n * k / gemm_time(b, m, n, k, hardware, eff) / 1e12
         rows.append({"shape": (b, m, n, k), "measured_tflops": measured, "predicted_tflops": predicted,
-                     "ratio": predicted / measured})
+                     "ratio": predicted / measured, "step_sized": min(m, n, k) >= STEP_SIDE})
     return rows
 
 
 def gemm_check_summary(eff: Efficiency = EFFICIENCY) -> dict:
-    """Per GPU: entries, median and range of predicted / measured, and the measured rates' range as a
-    fraction of the dense bf16 peak."""
+    """Per GPU: entries, median and range of predicted / measured (over all, and over the step-sized
+    ones), and the measured rates' range as a fraction of the dense bf16 peak."""
     out = {}
     for gpu in XLA_MATMUL:
         rows, peak = gemm_check(gpu, eff), Cluster.of(gpu).gpu.peak_bf16_flops / 1e12
         ratios = [r["ratio"] for r in rows]
+        step = [r["ratio"] for r in rows if r["step_sized"]]
         measured = [r["measured_tflops"] / peak for r in rows]
         out[gpu] = {"entries": len(rows), "median_ratio": round(statistics.median(ratios), 3),
                     "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+                    "step_sized": {"entries": len(step), "median_ratio": round(statistics.median(step), 3),
+                                   "ratio_range": [round(min(step), 3), round(max(step), 3)]},
                     "measured_of_peak": [round(min(measured), 3), round(max(measured), 3)]}
     return out
