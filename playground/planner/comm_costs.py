@@ -20,16 +20,19 @@ from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, La
 __all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
-def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY) -> float:
-    """Ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the bytes over the slowest link."""
+def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
+                   link: str = "nvlink") -> float:
+    """Ring all-reduce: 2(n-1) steps of latency, 2(n-1)/n of the bytes over the slowest link, at the
+    share of its rate NCCL reaches there (``Efficiency.link_rate``: NVLink's, or across nodes the NICs')."""
     if n <= 1:
         return 0.0
-    return 2 * (n - 1) * eff.latency_s + 2 * (n - 1) / n * size_bytes / (eff.link * bytes_per_s)
+    return 2 * (n - 1) * eff.latency_s + 2 * (n - 1) / n * size_bytes / (eff.link_rate(link) * bytes_per_s)
 
 
-def allgather_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY) -> float:
+def allgather_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
+                   link: str = "nvlink") -> float:
     """Ring all-gather (or reduce-scatter) of ``size_bytes`` in all: half an all-reduce."""
-    return allreduce_time(size_bytes, n, bytes_per_s, eff) / 2
+    return allreduce_time(size_bytes, n, bytes_per_s, eff, link) / 2
 
 
 def alltoall_time(nvlink_bytes: float, network_bytes: float, n: int, cluster: Cluster,
@@ -39,7 +42,7 @@ def alltoall_time(nvlink_bytes: float, network_bytes: float, n: int, cluster: Cl
     if n <= 1:
         return 0.0
     nvlink = nvlink_bytes / (eff.link * cluster.nvlink_bytes_per_s)
-    network = network_bytes / (eff.link * cluster.network_bytes_per_s)
+    network = network_bytes / (eff.network * cluster.network_bytes_per_s)
     return (n - 1) * eff.latency_s + max(nvlink, network)
 
 
@@ -173,24 +176,25 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
     and its gradients reduce-scattered after, exposed.  Ulysses: Q, K and V all-to-all from sequence
     to head shards and the output back, the same four backward, exposed."""
     c, t, gpu = layout.cp, layout.tp, cluster.gpu
-    _, bw = context_parallel_link(layout, cluster)
+    link, bw = context_parallel_link(layout, cluster)
+    rate = eff.link_rate(link) * bw
     kv = model.heads if model.is_mla else model.kv_head_count
     block = T * kv * (model.head_size + model.value_head_size) * BYTES / t   # this rank's K and V
     if layout.cp_method == "allgather":
-        gather = allgather_time(block * c, c, bw, eff)
+        gather = allgather_time(block * c, c, bw, eff, link)
         return (2 + rc) * gather
     if layout.cp_method == "ulysses":
         q_out = T * model.heads * (model.head_size + model.value_head_size) * BYTES / t
-        moved = (c - 1) / c * (block + q_out) / (eff.link * bw)
+        moved = (c - 1) / c * (block + q_out) / rate
         return (2 + rc) * (4 * (c - 1) * eff.latency_s + moved)
-    one = eff.latency_s + block / (eff.link * bw)
+    one = eff.latency_s + block / rate
     passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
     step = attention / (passes + 1)
     return passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
 
 
 def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout,
-                      tensors: int = 1) -> float:
+                      tensors: int = 1, link: str = "nvlink") -> float:
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
     backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
     ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
@@ -202,8 +206,9 @@ def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff
     ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
     after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
     only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then)."""
-    gather = allgather_time(unit_bytes * (0.5 if layout.fp8_gather else 2 if layout.fp32_gather else 1), n, bw, eff)
-    scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff)
+    gather = allgather_time(unit_bytes * (0.5 if layout.fp8_gather else 2 if layout.fp32_gather else 1), n, bw, eff,
+                            link)
+    scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff, link)
     backward = cost["backward"] + cost["recompute"]
     if layout.fsdp_gather == "tensor":
         gather += (tensors - 1) * (n - 1) * eff.latency_s if n > 1 else 0.0

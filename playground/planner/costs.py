@@ -42,9 +42,14 @@ def peak_flops(gpu, dtype: str = "bf16") -> float:
 
 def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16") -> float:
     """Share of a short benchmark's tensor-core rate a GPU holds through a training run, at its power
-    limit for hours: ``eff.hopper_sustained`` for a Hopper's bf16 GEMMs and attention (measured), 1 for
-    FP8 GEMMs (which draw less power) and for GPUs without a sustained measurement."""
-    return eff.hopper_sustained if getattr(gpu, "architecture", "") == "hopper" and dtype != "fp8" else 1.0
+    limit for hours.  A Hopper's GEMMs alone hold ``eff.hopper_sustained`` of it in bf16 (gpu-fryer's
+    minute-long matmul) and all of it in FP8 (which draws less power); while a collective runs beside
+    them the clock falls to ``eff.comm_clock`` of a short benchmark's (DeepGEMM's H800), for
+    ``eff.comm_share`` of the step.  GPUs without a sustained measurement: 1."""
+    if getattr(gpu, "architecture", "") != "hopper":
+        return 1.0
+    alone = 1.0 if dtype == "fp8" else eff.hopper_sustained
+    return (1 - eff.comm_share) * alone + eff.comm_share * min(alone, eff.comm_clock)
 
 
 def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_bytes: float = BYTES) -> float:

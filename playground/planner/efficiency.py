@@ -1,8 +1,9 @@
 """The step-time model's only free constants (``Efficiency``), each with its source and spread.
 
 What fraction of a datasheet number real kernels reach: GEMMs of the dense peak, element-wise kernels
-of HBM bandwidth, NCCL of the link's line rate, FP8 GEMMs of the FP8 peak, a Hopper's bf16 tensor
-cores held at their power limit for hours of their rate in a short benchmark, a power-capped GPU's
+of HBM bandwidth, NCCL of NVLink's and of the NICs' line rates, FP8 GEMMs of the FP8 peak, a Hopper's bf16 tensor
+cores held at their power limit for hours of their rate in a short benchmark, and the clock they keep
+while a collective runs beside them, a power-capped GPU's
 tensor cores of their uncapped rate; the SMs an overlapped collective takes from compute; plus a
 launch cost per kernel, a latency per message, cuBLAS's output tile, the bytes an Adam step streams
 and those the cross-entropy moves per logit.  ``sources`` says where each value comes from (a cited
@@ -96,6 +97,15 @@ _SOURCES = {
                         "Hopper's bf16 GEMMs and attention only: gpu-fryer's FP8 matmul holds ~1530 TFLOPS (77% of the "
                         "FP8 peak), no lower than the short FP8 benchmarks behind fp8_gemm, FP8 drawing less power "
                         "(its README); no sustained measurement of an A100 or a Blackwell found (1 there)",
+    "comm_clock": "published measurement: an H800 running DeepGEMM's GEMMs with communication overlapped "
+                  "'exceeded the limit' of power and its SM clock fell 'from 1980MHz to 1575 MHz' (0.795; "
+                  "https://github.com/deepseek-ai/DeepGEMM/issues/120; its maintainers: expected, it depends on "
+                  "the GPU); a short benchmark runs at the top clock, so a Hopper's tensor cores keep 0.795 of "
+                  "its rate while a collective runs beside them, FP8 or bf16",
+    "comm_share": "assumed, bounded: the share of a step's tensor-core time with a collective running beside "
+                  "it (gradient reduce-scatters behind backward, FSDP's prefetched gathers, TP and CP "
+                  "overlap, the power they draw from the same limit), between none (0) and all of it (1); "
+                  "0.5 the middle",
     "power_exponent": "published, secondhand: 'capping an H100 at 600 W typically loses 10 to 15 % step "
                       "throughput' on transformer pretraining (FP8 15-20 %), Scale Atlas, https://factryze.ai/"
                       "scale-atlas/power/power-capping; (600/700)^x = 0.85-0.90 gives x = 0.68-1.05, 0.87 at "
@@ -112,7 +122,14 @@ _SOURCES = {
     "link": "published measurement: NCCL bus bandwidth (nccl-tests PERFORMANCE.md's busbw) against the "
             "one-direction line rate: H100 NVLink, NCCL's maintainer: 'with the protocol overhead (~20%) "
             "NCCL can get an effective NVLink bandwidth of 370GB/s' of 450 (82%), " + _NCCL_212 + "; "
-            "A100 NVLink all_reduce_perf busbw 208 of 300 GB/s (69%), " + _NCCL_178,
+            "A100 NVLink all_reduce_perf busbw 208 of 300 GB/s (69%), " + _NCCL_178 + "; a link inside "
+            "a node (across nodes: network)",
+    "network": "published measurements: NCCL's bus bandwidth across nodes against the NIC's line rate, "
+               "higher than over NVLink: 'For NDR @ 400Gbps you should see 46-48GB/s per NIC' of 50 (92-96%; "
+               "NCCL's maintainer, https://github.com/NVIDIA/nccl-tests/issues/290), 'you should get ... 24GB/s "
+               "inter-node' on a 200 Gb/s HDR NIC's 25 (96%, https://github.com/NVIDIA/nccl/issues/412), a "
+               "DGX-1's four 100 Gb/s NICs an all-reduce busbw of 48 GB/s of 50 (96%, "
+               "https://github.com/NVIDIA/nccl-tests/issues/29); 0.94 the middle of the NDR reading",
     "kernel_s": "published measurement: launch cost per kernel on GB200, tritonbench PR #1017 "
                 "(https://github.com/meta-pytorch/tritonbench/pull/1017): raw cuLaunchKernel 3.0 us, "
                 "Triton's launcher 4.7 us, Inductor's per-kernel path 6.8 us; 5 us is their middle",
@@ -143,6 +160,8 @@ _SPREAD = {
     "gemm": (0.727, 0.869),       # H100 at a non-best square shape ... A100 MAMF
     "fp8_gemm": (0.68, 0.78),     # DeepGEMM at release ... DeepGEMM tuned
     "hopper_sustained": (0.884, 1.0),  # GH200's sustained 705 over the short 797.5 ... no loss
+    "comm_clock": (0.795, 0.795),  # DeepGEMM's one reading
+    "comm_share": (0.0, 1.0),      # nothing beside the GEMMs ... a collective beside every one
     "power_exponent": (0.68, 1.05),  # the Scale Atlas's 10 ... 15 % lost at 600 W
     "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all
     "tp_overlap_hidden": (0.0, 1.0),  # TE's TP overlap in NVIDIA's recipes ... torchtitan's async TP
@@ -152,6 +171,7 @@ _SPREAD = {
     "attention_fa3": (0.41, 0.58),   # cuDNN at 1K ... FA3 at 16K tokens (the same figures)
     "hbm": (0.75, 0.84),          # the A100 memory copy ... the H100 Nsight study's coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
+    "network": (0.92, 0.96),      # NDR's 46 ... 48 GB/s per 400 Gb/s NIC
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
     "latency_s": (3e-6, 25e-6),   # nccl-tests' NVLink send/recv ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
@@ -172,6 +192,8 @@ class Efficiency:
     gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
     fp8_gemm: float = 0.70    # FP8 GEMMs, fraction of the dense FP8 peak (H100/H800)
     hopper_sustained: float = 0.915  # a Hopper's bf16 tensor cores held for hours, over a short benchmark's rate
+    comm_clock: float = 0.795  # a Hopper's clock while a collective runs beside its kernels, over a short benchmark's
+    comm_share: float = 0.5    # share of a step's tensor-core time with a collective beside it
     power_exponent: float = 0.87  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP
     comm_sms: int = 16        # SMs an overlapped NCCL collective takes from the compute beside it
     tp_overlap_hidden: float = 1.0  # share of an overlapped TP collective's covered time the overlap hides
@@ -180,7 +202,8 @@ class Efficiency:
     attention_fa2_hopper: float = 0.32  # FlashAttention-2 on Hopper (no wgmma/TMA)
     attention_fa3: float = 0.55         # FlashAttention-3 / cuDNN fused attention on Hopper and later
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
-    link: float = 0.80        # NCCL bus bandwidth, fraction of the link's datasheet rate
+    link: float = 0.80        # NCCL bus bandwidth over NVLink, fraction of its datasheet rate
+    network: float = 0.94     # NCCL bus bandwidth across nodes, fraction of the NICs' line rate
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
     latency_s: float = 10e-6  # per ring step of a collective / per p2p message
     tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
@@ -226,6 +249,10 @@ class Efficiency:
             spread[name] = (min(lo, v), max(hi, v))
         sources["measured_from"] = {"path": str(path), "constants": sorted(values)}
         return replace(base, **values, sources=sources, spread=spread)
+
+    def link_rate(self, link: str) -> float:
+        """The fraction of ``link``'s datasheet rate NCCL reaches: ``network`` across nodes, else ``link``."""
+        return self.network if link == "network" else self.link
 
     @property
     def measured(self) -> list[str]:

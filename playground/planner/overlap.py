@@ -21,7 +21,8 @@ a group that holds ``per_node`` GPUs of every node (FSDP over whole nodes) share
 that many NICs, up to NVLink's rate (``costs.ring_network_bandwidth``, as the step-time model does).
 
 Both sides are charged at the step-time model's efficiencies (``Efficiency.gemm`` of the peak, held
-at ``costs.sustained_rate`` of it through a run; ``Efficiency.link`` of the link), so the thresholds
+at ``costs.sustained_rate`` of it through a run; ``Efficiency.link_rate`` of the link: NVLink's
+``link``, the NICs' ``network``), so the thresholds
 agree with ``step_time.predict``.  A threshold
 is a break-even point, not a guarantee: the collective also needs the compute to be *available*
 (DDP's last bucket has no backward left to hide behind; Megatron's TP all-reduces wait on the GEMM
@@ -54,7 +55,7 @@ def link_bandwidth(gpu, link: str, per_node: int = 1) -> float:
 def _flops_per_byte(gpu, link: str, eff: Efficiency, dtype: str, per_node: int = 1) -> float:
     gpu = hardware.gpu(gpu)
     compute = eff.gemm * sustained_rate(gpu, eff, dtype) * peak_flops(gpu, dtype)
-    return compute / (eff.link * link_bandwidth(gpu, link, per_node))
+    return compute / (eff.link_rate(link) * link_bandwidth(gpu, link, per_node))
 
 
 def data_parallel_tokens(gpu, link: str = "network", n: int | None = None, grad_bytes: int = 2,

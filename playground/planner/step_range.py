@@ -64,9 +64,10 @@ SETTINGS = {
 # settings that vary a Layout field under another name: the field, and the values above are its
 FIELD = {"distributed_optimizer": "zero_stage"}
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "power_exponent": False, "comm_sms": False,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "comm_clock": True, "comm_share": False,
+                     "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
-                     "attention_fa3": True, "hbm": True, "link": True, "kernel_s": False, "latency_s": False,
+                     "attention_fa3": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "latency_s": False,
                      "optimizer_bytes": False, "loss_bytes": False}
 
 
@@ -172,9 +173,9 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "what these runs lose beyond a Hopper's sustained tensor-core rate was not found (the same model fits "
            "FSDP at a 500 W cap and on A100s); read the time as optimistic"),
           ("a dense model without tensor parallelism or activation recomputation", _whole_layers_kept,
-           "in every stack that published such runs (FSDP, HSDP and data parallelism, A100, H100 and B200, bf16 "
-           "and FP8) they ran slower than predicted, while most of those stacks' runs that recompute fit; what they lose "
-           "was not found: read the time as optimistic"),
+           "in all but one stack that published such runs (FSDP, HSDP and data parallelism, A100, H100 and B200, "
+           "bf16 and FP8) they ran slower than predicted, while most of those stacks' runs that recompute fit; what "
+           "they lose was not found: read the time as optimistic"),
           ("a dense model on Hopper GPUs", _dense_on_hopper,
            "the misses follow the share of the step the layers' GEMMs and attention take, not element-wise work or "
            "communication (chapter 6), as if Hopper tensor cores ran slower in a training step than in the "

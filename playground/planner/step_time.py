@@ -19,8 +19,9 @@
   CP only the passes its window reaches back to; a step averages the two kinds of layer.
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
   ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel); and a Hopper held at
-  its power limit through a run keeps ``eta_sustained`` (0.915) of the rate short benchmarks measure
-  on its bf16 GEMMs and attention (``costs.sustained_rate``; FP8 keeps its rate).
+  its power limit through a run keeps less than short benchmarks measure (``costs.sustained_rate``):
+  its bf16 GEMMs alone ``eta_sustained`` (0.915), FP8 ones all, and 0.795 of the clock while a
+  collective runs beside them, for half the step (0.855 in bf16, 0.90 in FP8).
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
@@ -59,6 +60,9 @@
   over whole nodes at eight NICs' rate (up to NVLink's), DP under TP = 8 at one
   (``costs.ring_network_bandwidth``).  ``fsdp_gather="tensor"`` (early DeepSpeed ZeRO-3) gathers
   tensor by tensor and waits for each.
+* every collective moves at the share of its link's line rate NCCL reaches there
+  (``Efficiency.link_rate``): 0.80 of NVLink's, 0.94 of the NICs' across nodes (NCCL's maintainers:
+  46-48 GB/s per 400 Gb/s NIC).
 * **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
   the pace of every micro-batch slot.
 * the **logits** on the last stage: three GEMMs, then the fp32 cross-entropy streaming
@@ -138,8 +142,8 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
         recompute = rc * f
     # TP: 2 all-reduces of the T h activation per forward (SP's gather/scatter pairs move the same
     # bytes), 2 in backward, 2 more when the forward is recomputed
-    _, tp_bw = tensor_parallel_link(layout, cluster)
-    one_ar = allreduce_time(T * model.hidden * BYTES, t, tp_bw, eff)
+    tp_link, tp_bw = tensor_parallel_link(layout, cluster)
+    one_ar = allreduce_time(T * model.hidden * BYTES, t, tp_bw, eff, tp_link)
     tp = one_ar * (4 + 2 * rc)
     gemms = fwd["gemm"] - fwd["attention"]
     if t > 1 and layout.tp_overlap == "all":       # each collective in chunks behind the GEMM beside it
@@ -184,9 +188,10 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     check_layout(model, layout, gpus)
     stated = eff
     clock, held = power_clock(cluster, eff), sustained_rate(cluster.gpu, eff)
-    if clock < 1 or held < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and the attention
-        # kernel); hours at the power limit hold a Hopper's bf16 ones below their short-benchmark rate
-        eff = replace(eff, **{k: getattr(eff, k) * clock * (1 if k == "fp8_gemm" else held)
+    held_fp8 = sustained_rate(cluster.gpu, eff, "fp8")
+    if clock < 1 or held < 1 or held_fp8 < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and
+        # the attention kernel); hours at the power limit hold a Hopper's below their short-benchmark rate
+        eff = replace(eff, **{k: getattr(eff, k) * clock * (held_fp8 if k == "fp8_gemm" else held)
                               for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2", "attention_fa2_hopper",
                                         "attention_fa3")})
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
@@ -197,7 +202,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     dense_total = model.layers - model.moe_layers
     dp_link, dp_bw = data_parallel_link(layout, cluster)
     shard_n = layout.sharding_degree if layout.zero_stage == 3 else 1
-    _, shard_bw = shard_link(layout, cluster)
+    shard_name, shard_bw = shard_link(layout, cluster)
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
     tokens, vocab = layout.micro_batch * s / layout.cp, -(-model.vocab // t)
@@ -216,7 +221,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
             row["zero3"] = sum(counts[moe] * fsdp_exposed_time(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout,
-                                                            model.dense_layer_tensors()) for moe in kinds)
+                                                            model.dense_layer_tensors(), shard_name) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                    forward=sum(counts[moe] * costs[moe]["forward"] for moe in kinds),
@@ -228,7 +233,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     # pipeline p2p: each micro-batch crosses each of a GPU's v chunk boundaries forward and back
     pp_link, pp_bw = pipeline_link(layout, cluster)
     p2p_bytes = layout.micro_batch * s / layout.cp * h * BYTES / (t if layout.scatter_gather else 1)
-    p2p_mb = 0.0 if p == 1 else 2 * v * (eff.latency_s + p2p_bytes / (eff.link * pp_bw))
+    p2p_mb = 0.0 if p == 1 else 2 * v * (eff.latency_s + p2p_bytes / (eff.link_rate(pp_link) * pp_bw))
     if p > 1 and v > 1 and layout.p2p_overlap:   # each chunk's transfers behind the next chunk's compute:
         # the forward crossings behind forward chunks, the backward ones behind backward chunks
         p2p_mb = overlapped(p2p_mb / 2, slow["forward"], gpu, eff) + overlapped(p2p_mb / 2, slow["backward"], gpu, eff)
@@ -241,17 +246,18 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     if layout.zero_stage == 3:   # reduce-scattered layer by layer above; HSDP adds the replica all-reduce
         replicas = layout.dp * layout.cp // shard_n
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes / shard_n, replicas,
-                              replica_link(layout, cluster)[1], eff) if replicas > 1 else 0.0
+                              replica_link(layout, cluster)[1], eff, replica_link(layout, cluster)[0]) \
+            if replicas > 1 else 0.0
         gather_t = 0.0
     elif layout.zero_stage in (1, 2):  # distributed optimizer: reduce-scatter the gradients, each rank
         # updates its shard, all-gather the updated bf16 weights (behind the next step's first forward)
-        dp_t = allgather_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff) \
-            + allgather_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff)
-        gather_t = allgather_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff) \
-            + allgather_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff)
+        dp_t = allgather_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff, dp_link) \
+            + allgather_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff, dp_link)
+        gather_t = allgather_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff, dp_link) \
+            + allgather_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff, dp_link)
     else:
-        dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff) \
-            + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff)
+        dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff, dp_link) \
+            + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff, dp_link)
         gather_t = 0.0
     if layout.overlap_grad_reduce:   # the last micro-batch's backward hides the reduction, the first forward the gather
         hidden_dp = min(dp_t, slow["backward"]) + min(gather_t, slow["forward"])
@@ -308,7 +314,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "stage_layers": layers_slow, "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
-        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "power_exponent",
-                                                          "hbm", "link", "kernel_s", "latency_s")},
-        "power_clock": clock, "sustained_rate": held, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
+        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "comm_clock",
+                                                          "comm_share", "power_exponent",
+                                                          "hbm", "link", "network", "kernel_s", "latency_s")},
+        "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

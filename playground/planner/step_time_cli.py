@@ -113,9 +113,13 @@ def _report(r: dict) -> str:
 def _power_line(r: dict) -> list[str]:
     lines = []
     if r.get("sustained_rate", 1.0) < 1:
-        lines.append(f"sustain  bf16 tensor cores at {r['sustained_rate']:.3f} of a short benchmark's rate through a run\n"
-                     f"         ({r['gpu']}s held at their power limit, as gpu-fryer's minute-long matmul measures; FP8 keeps "
-                     "its rate)")
+        a = r["assumptions"]
+        fp8 = f", FP8 at {r['sustained_rate_fp8']:.3f}" if r["layout"]["dtype"] == "fp8" else ""
+        lines.append(f"sustain  bf16 tensor cores at {r['sustained_rate']:.3f} of a short benchmark's rate through a run{fp8}\n"
+                     f"         ({r['gpu']}s at their power limit: bf16 GEMMs alone at {a['hopper_sustained']:g}, as "
+                     f"gpu-fryer's minute-long matmul measures, FP8 alone at 1;\n"
+                     f"         either at {a['comm_clock']:g} of the clock beside a collective, assumed for "
+                     f"{a['comm_share']:g} of the step)")
     if r.get("power_clock", 1.0) < 1:
         lo, hi = EFFICIENCY.spread["power_exponent"]
         lines.append(f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "

@@ -10,8 +10,9 @@ from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, MEASURED, Efficiency
 from playground.step_time import main as step_time_main
 
-CONSTANTS = ("gemm", "fp8_gemm", "hopper_sustained", "power_exponent", "comm_sms", "attention_fa1", "attention_fa2",
-             "attention_fa2_hopper", "attention_fa3", "hbm", "link", "kernel_s", "latency_s", "tile", "optimizer_bytes")
+CONSTANTS = ("gemm", "fp8_gemm", "hopper_sustained", "comm_clock", "comm_share", "power_exponent", "comm_sms",
+             "attention_fa1", "attention_fa2", "attention_fa2_hopper", "attention_fa3", "hbm", "link", "network",
+             "kernel_s", "latency_s", "tile", "optimizer_bytes")
 STEP = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tp", "2"]
 PLAN = ["--model", "llama3-8b", "--tokens", "1T", "--gpu", "H100", "--gpus", "64", "--tp", "1", "--pp", "1"]
 
@@ -27,7 +28,9 @@ def test_every_constant_has_a_source_and_a_spread_around_its_unchanged_default()
     assert (EFFICIENCY.gemm, EFFICIENCY.hbm, EFFICIENCY.link, EFFICIENCY.kernel_s, EFFICIENCY.latency_s,
             EFFICIENCY.tile, EFFICIENCY.optimizer_bytes) == (0.80, 0.80, 0.80, 5e-6, 10e-6, (256, 128), 30)
     assert (EFFICIENCY.fp8_gemm, EFFICIENCY.power_exponent, EFFICIENCY.comm_sms) == (0.70, 0.87, 16)
-    assert EFFICIENCY.hopper_sustained == 0.915
+    assert (EFFICIENCY.hopper_sustained, EFFICIENCY.comm_clock, EFFICIENCY.comm_share, EFFICIENCY.network) \
+        == (0.915, 0.795, 0.5, 0.94)
+    assert EFFICIENCY.link_rate("network") == 0.94 and EFFICIENCY.link_rate("nvlink") == 0.80
     for name in CONSTANTS:
         source = EFFICIENCY.sources[name]
         assert "https://" in source or source.startswith(("accounted", "assumed")), name

@@ -21,7 +21,7 @@ def compute_s(flops, gpu):   # at the rate a GPU holds through a run, as the ste
 def test_dp_threshold_is_where_the_gradient_allreduce_equals_backward(name):
     gpu, psi, n = hardware.gpu(name), 7e9, 64
     tokens = data_parallel_tokens(gpu, "network", n=n, eff=NO_LATENCY)
-    reduce = allreduce_time(2 * psi, n, gpu.network_bytes_per_s, NO_LATENCY)
+    reduce = allreduce_time(2 * psi, n, gpu.network_bytes_per_s, NO_LATENCY, "network")
     assert math.isclose(reduce, compute_s(4 * psi * tokens, gpu), rel_tol=1e-12)
 
 
@@ -63,7 +63,7 @@ def test_fsdp_over_whole_nodes_shares_the_crossing_over_every_nic():
     per_node = ring_network_bandwidth(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s, 8)
     assert per_node == 8 * gpu.network_bytes_per_s < gpu.nvlink_bytes_per_s   # 8 NICs, under NVLink
     tokens = fsdp_tokens(gpu, "network", n=n, per_node=8, eff=NO_LATENCY)
-    gather = allgather_time(2 * psi_unit, n, per_node, NO_LATENCY)
+    gather = allgather_time(2 * psi_unit, n, per_node, NO_LATENCY, "network")
     assert math.isclose(gather, compute_s(2 * psi_unit * tokens, gpu), rel_tol=1e-12)
     assert math.isclose(fsdp_tokens(gpu, "network", per_node=8), fsdp_tokens(gpu, "network") / 8)
     # the step-time model rides the same link: FSDP over 8 nodes, and DP with one GPU per node

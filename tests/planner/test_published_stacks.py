@@ -168,13 +168,14 @@ def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_th
 
 def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_ampere_ones_do_not():
     """Chapter 6's reading of the misses: on Hopper the ratio grows with the share of the step the
-    layers' GEMMs and attention take (a rate, about 1.2x), not with element-wise work or exposed
-    communication; on Ampere it follows exposed communication instead."""
+    layers' GEMMs and attention take (a rate: about 1.2x at the GEMMs' clock alone, 1.1x once the clock
+    beside collectives is counted), not with element-wise work or exposed communication; on Ampere it
+    follows exposed communication instead."""
     from playground.planner.replay import miss_shares
     hopper, ampere = miss_shares("hopper"), miss_shares("ampere")
     correlation = hopper["correlation"]
     assert correlation["tensor_core"] > 0.4 > max(abs(correlation[k]) for k in ("elementwise", "logits"))
-    assert hopper["correlation"]["exposed"] < 0 and 1.15 < hopper["tensor_core_factor"] < 1.3
+    assert hopper["correlation"]["exposed"] < 0 and 1.05 < hopper["tensor_core_factor"] < 1.15
     assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
     assert len(hopper["rows"]) == 93 and len(ampere["rows"]) == 42
 

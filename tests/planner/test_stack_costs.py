@@ -87,21 +87,28 @@ def test_a_power_limit_below_the_tdp_slows_the_tensor_cores_only():
     assert slow["mfu"] < full["mfu"] and slow["power_clock"] < 1
 
 
-def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate_on_bf16_work_only():
-    """gpu-fryer's minute-long matmul against a brief one: bf16 GEMMs and attention on a Hopper at
-    ``hopper_sustained`` of the rate, FP8 GEMMs and the HBM-bound work untouched, an A100 untouched."""
+def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate():
+    """gpu-fryer's minute-long matmul against a brief one: a Hopper's bf16 GEMMs alone at
+    ``hopper_sustained`` of the rate, FP8 ones at all of it; beside a collective both at DeepGEMM's
+    ``comm_clock``, for ``comm_share`` of the step.  The HBM-bound work and an A100 are untouched."""
     h100, a100 = hardware.gpu("H100"), hardware.gpu("A100-80GB")
-    assert sustained_rate(h100, EFFICIENCY) == EFFICIENCY.hopper_sustained == pytest.approx(730 / 797.5, abs=1e-3)
-    assert sustained_rate(h100, EFFICIENCY, "fp8") == sustained_rate(a100, EFFICIENCY) == 1.0
-    held, burst = predict(LLAMA, H100, FSDP8), predict(LLAMA, H100, FSDP8, replace(EFFICIENCY, hopper_sustained=1.0))
-    assert held["sustained_rate"] == EFFICIENCY.hopper_sustained and burst["sustained_rate"] == 1.0
-    assert held["step_time_s"] > burst["step_time_s"]
-    assert held["compute_parts"]["gemm"] == pytest.approx(burst["compute_parts"]["gemm"] / EFFICIENCY.hopper_sustained,
+    assert EFFICIENCY.hopper_sustained == pytest.approx(730 / 797.5, abs=1e-3)
+    assert EFFICIENCY.comm_clock == pytest.approx(1575 / 1980, abs=1e-3) and EFFICIENCY.comm_share == 0.5
+    alone = replace(EFFICIENCY, comm_share=0.0)
+    assert sustained_rate(h100, alone) == EFFICIENCY.hopper_sustained
+    assert sustained_rate(h100, alone, "fp8") == sustained_rate(a100, EFFICIENCY) == 1.0
+    assert sustained_rate(h100, EFFICIENCY) == pytest.approx((0.915 + 0.795) / 2)
+    assert sustained_rate(h100, EFFICIENCY, "fp8") == pytest.approx((1 + 0.795) / 2)
+    burst = replace(EFFICIENCY, hopper_sustained=1.0, comm_share=0.0)
+    held, short = predict(LLAMA, H100, FSDP8), predict(LLAMA, H100, FSDP8, burst)
+    assert held["sustained_rate"] == sustained_rate(h100, EFFICIENCY) and short["sustained_rate"] == 1.0
+    assert held["step_time_s"] > short["step_time_s"]
+    assert held["compute_parts"]["gemm"] == pytest.approx(short["compute_parts"]["gemm"] / held["sustained_rate"],
                                                           rel=0.02)   # compute-bound GEMMs: the launch cost apart
-    assert held["time_breakdown"]["optimizer"] == pytest.approx(burst["time_breakdown"]["optimizer"])  # HBM-bound
+    assert held["time_breakdown"]["optimizer"] == pytest.approx(short["time_breakdown"]["optimizer"])  # HBM-bound
     fp8 = replace(FSDP8, dtype="fp8", attention_kernel="fa3")
     low = replace(EFFICIENCY, hopper_sustained=0.5)
-    # FP8 GEMMs keep their rate: halving the sustained share is not halving the FP8 GEMMs' rate too
+    # FP8 GEMMs alone keep their rate: halving the bf16 share is not halving the FP8 GEMMs' rate too
     both = replace(low, fp8_gemm=EFFICIENCY.fp8_gemm * 0.5)
     assert predict(LLAMA, H100, fp8)["step_time_s"] < predict(LLAMA, H100, fp8, low)["step_time_s"] \
         < predict(LLAMA, H100, fp8, both)["step_time_s"]

@@ -119,8 +119,9 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
 
 
 def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_their_rows_replayed():
-    """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: every stack's
-    published rows of that kind replayed slower than predicted, so a plan of that kind says how much
+    """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: the published
+    rows of that kind replayed slower than predicted in every stack but Megatron-Bridge (one FSDP run on
+    8 GPUs), so a plan of that kind says how much
     (computed from the rows); recomputing, tensor parallelism or a MoE leave the kind."""
     from playground.planner import preset
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
@@ -128,7 +129,7 @@ def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_t
     kind = [k[0] for k in _KINDS].index(name)
     ratios = _published_ratios(kind)
     assert len(ratios) >= 10 and statistics.median(ratios) > CAVEAT_MEDIAN
-    assert all(r > 1 for r in ratios)   # the caveat's "in every stack ... they ran slower"
+    assert sum(r <= 1 for r in ratios) == 1   # the caveat's "in all but one stack ... they ran slower"
     dense, h100 = preset("llama3-8b"), Cluster.of("H100")
     hsdp = Layout.today(1, 1, 64, micro_batch=2, global_batch=512, zero_stage=3, shard_group=8)
     [line] = [x for x in validation_caveats(dense, h100, hsdp) if name in x]
@@ -170,21 +171,25 @@ def test_transformer_engine_tp_overlap_is_warned_as_the_runs_with_it_replayed():
     assert not any(name in line for line in validation_caveats(model, h100, replace(layout, tp_overlap="forward")))
 
 
-def test_a_dense_plan_on_hopper_gpus_is_warned_as_the_hopper_rows_replayed():
-    """Most dense published runs on Hopper GPUs replay too fast (chapter 6: their misses follow the
-    tensor cores' share of the step), so every dense plan on a Hopper says by how much; an A100 plan
-    and a mixture of experts do not get this line."""
+def test_a_dense_plan_on_hopper_gpus_is_no_longer_warned_once_the_clock_beside_collectives_is_counted():
+    """The dense published runs on Hopper GPUs replayed too fast, their misses following the tensor
+    cores' share of the step (chapter 6), and every dense plan on a Hopper said so.  With the clock a
+    Hopper keeps while a collective runs beside its GEMMs counted (``comm_clock``), they replay within
+    a tenth at the median: the rule drops the line, and would give it again were the rows to say so."""
     from playground.planner import preset
     from playground.planner.replay import miss_shares
+    from playground.planner.published_row import published_metric
+    from playground.planner.published_stacks import STACK_RUNS
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
     name = "a dense model on Hopper GPUs"
     ratios = _published_ratios([k[0] for k in _KINDS].index(name))
-    assert len(ratios) == len(miss_shares("hopper")["rows"]) and statistics.median(ratios) > CAVEAT_MEDIAN
+    assert len(ratios) == len(miss_shares("hopper")["rows"]) and 1 < statistics.median(ratios) <= CAVEAT_MEDIAN
     layout = Layout.today(1, 1, 64, global_batch=512)
-    [line] = [x for x in validation_caveats(preset("llama3-8b"), Cluster.of("H100"), layout) if name in x]
-    assert f"{statistics.median(ratios):.2f}x at the median" in line and "GEMMs and attention" in line
-    assert not any(name in x for x in validation_caveats(preset("llama3-8b"), Cluster.of("A100-80GB"), layout))
-    assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), Cluster.of("H100"), layout))
+    assert not any(name in x for x in validation_caveats(preset("llama3-8b"), Cluster.of("H100"), layout))
+    full_clock = replace(EFFICIENCY, comm_share=0.0)    # the GEMMs' clock alone, as before
+    before = [published_metric(r, predict(r.model, r.cluster, r.layout, full_clock))[3]
+              for r in STACK_RUNS if _KINDS[[k[0] for k in _KINDS].index(name)][1](r.model, r.cluster, r.layout)]
+    assert statistics.median(before) > CAVEAT_MEDIAN
 
 
 def test_unstated_settings_valid_alone_but_not_together_are_left_out_of_the_range():
