@@ -17,7 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 
-__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
 def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
@@ -111,18 +111,31 @@ def ring_network_bandwidth(nvlink_bytes_per_s: float, network_bytes_per_s: float
     return min(nvlink_bytes_per_s, max(1, per_node) * network_bytes_per_s)
 
 
+def ring_crossing(nvlink_bytes_per_s: float, network_bytes_per_s: float, per_node: int = 1,
+                  eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
+    """The link that binds a ring collective across nodes, and its line rate: the ``per_node`` NICs
+    at the share NCCL reaches of them (``eff.network``), or NVLink at its own (``eff.link``), whichever
+    moves less.  An H100 node's eight 400 Gb/s NICs (0.94 x 400 GB/s) outrun its NVLink (0.80 x 450):
+    a ring over whole nodes runs at NVLink's pace."""
+    nics = max(1, per_node) * network_bytes_per_s
+    if nics * eff.network >= nvlink_bytes_per_s * eff.link:
+        return "nvlink", nvlink_bytes_per_s
+    return "network", nics
+
+
 def _ring_link(span: int, stride: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
     """The link of a ring collective (all-reduce, all-gather, reduce-scatter) over a group whose
     members lie ``stride`` ranks apart in blocks of ``span``.  Across nodes, the k members a node
     holds share the crossing over their k NICs (NCCL runs one ring per NIC): the bus bandwidth is
-    k NICs' worth, at most NVLink's.  nccl-tests: a DGX-1's 4 x 100 Gb/s NICs give an all-reduce
-    bus bandwidth of 48 GB/s (NVIDIA/nccl-tests#29), 3 nodes of 8 A100s with 4 x 200 Gb/s 85-96 GB/s
-    of the 100 GB/s per node (#119); one GPU per node (TP = 8 under DP) rides its own NIC only."""
+    k NICs' worth, unless NVLink binds first (``ring_crossing``).  nccl-tests: a DGX-1's 4 x 100 Gb/s
+    NICs give an all-reduce bus bandwidth of 48 GB/s (NVIDIA/nccl-tests#29), 3 nodes of 8 A100s with
+    4 x 200 Gb/s 85-96 GB/s of the 100 GB/s per node (#119); one GPU per node (TP = 8 under DP) rides
+    its own NIC only.  Which link binds is decided at the sourced rates (``EFFICIENCY``)."""
     name, bw = _link(span, layout, cluster)
     if name == "nvlink":
         return name, bw
     per_node = 1 if stride >= cluster.gpus_per_node else min(span // stride, cluster.gpus_per_node // stride)
-    return name, ring_network_bandwidth(cluster.nvlink_bytes_per_s, bw, per_node)
+    return ring_crossing(cluster.nvlink_bytes_per_s, bw, per_node)
 
 
 def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:

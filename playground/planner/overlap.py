@@ -18,7 +18,7 @@ ratio ``F / W`` (FLOPs per byte), times a few small factors:
 
 Across nodes, ``W`` is one NIC's rate when the group holds one GPU of each node (DP under TP = 8);
 a group that holds ``per_node`` GPUs of every node (FSDP over whole nodes) shares the crossing over
-that many NICs, up to NVLink's rate (``costs.ring_network_bandwidth``, as the step-time model does).
+that many NICs, until NVLink binds first (``comm_costs.ring_crossing``, as the step-time model does).
 
 Both sides are charged at the step-time model's efficiencies (``Efficiency.gemm`` of the peak, held
 at ``costs.sustained_rate`` of it through a run; ``Efficiency.link_rate`` of the link: NVLink's
@@ -32,6 +32,7 @@ before them and hide only with TP-communication overlap).
 from __future__ import annotations
 
 from playground import hardware
+from playground.planner.comm_costs import ring_crossing
 from playground.planner.costs import peak_flops, ring_network_bandwidth, sustained_rate
 from playground.planner.layout import EFFICIENCY, Efficiency
 
@@ -55,7 +56,10 @@ def link_bandwidth(gpu, link: str, per_node: int = 1) -> float:
 def _flops_per_byte(gpu, link: str, eff: Efficiency, dtype: str, per_node: int = 1) -> float:
     gpu = hardware.gpu(gpu)
     compute = eff.gemm * sustained_rate(gpu, eff, dtype) * peak_flops(gpu, dtype)
-    return compute / (eff.link_rate(link) * link_bandwidth(gpu, link, per_node))
+    link_bandwidth(gpu, link)   # a bad link name is refused
+    binds, bw = ("nvlink", gpu.nvlink_bytes_per_s) if link == "nvlink" else \
+        ring_crossing(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s, per_node, eff)
+    return compute / (eff.link_rate(binds) * bw)
 
 
 def data_parallel_tokens(gpu, link: str = "network", n: int | None = None, grad_bytes: int = 2,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from playground.planner.costs import Cluster, Layout, Model
+from playground.planner.costs import EFFICIENCY, Cluster, Efficiency, Layout, Model
 from playground.planner.capacity import plan
 from playground.planner.memory import memory_per_gpu
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
@@ -134,20 +134,21 @@ def range_table() -> list[dict]:
     return rows
 
 
-def miss_shares(architecture: str) -> dict:
+def miss_shares(architecture: str, eff: Efficiency = EFFICIENCY) -> dict:
     """The dense published rows on one GPU architecture (today's stacks, and on Ampere Megatron-LM's
     in-band layouts), each as predicted / published throughput beside the share of its predicted
     step that each part takes: the layers' tensor-core work (GEMMs and attention), their element-wise
     kernels, the logits and loss, and what communication leaves exposed.  Returns ``rows``, the
     Pearson correlation of the ratio with each share (``correlation``), and ``tensor_core_factor``:
     the k that fits ratio - 1 = (k - 1) x tensor-core share best (least squares), the factor on
-    tensor-core time that would explain the misses if they all lived there."""
+    tensor-core time that would explain the misses if they all lived there.  ``eff``: the constants
+    to replay them with (the sourced ones by default)."""
     rows = []
     layouts = [r for r in ALL_LAYOUTS if not r.outlier] if architecture == "ampere" else []
     for row in list(layouts) + [r for r in STACK_RUNS if not r.model.is_moe]:
         if row.cluster.gpu.architecture != architecture:
             continue
-        p = predict(row.model, row.cluster, row.layout)
+        p = predict(row.model, row.cluster, row.layout, eff)
         if hasattr(row, "stack"):
             ratio = published_metric(row, p)[3]
         else:

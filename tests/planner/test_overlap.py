@@ -58,16 +58,24 @@ def test_bad_link_and_tp_are_refused():
 
 
 def test_fsdp_over_whole_nodes_shares_the_crossing_over_every_nic():
-    from playground.planner.costs import Cluster, Layout, data_parallel_link, ring_network_bandwidth, shard_link
-    gpu, psi_unit, n = hardware.gpu("H100"), 2e8, 64
-    per_node = ring_network_bandwidth(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s, 8)
-    assert per_node == 8 * gpu.network_bytes_per_s < gpu.nvlink_bytes_per_s   # 8 NICs, under NVLink
-    tokens = fsdp_tokens(gpu, "network", n=n, per_node=8, eff=NO_LATENCY)
+    """NCCL runs a ring per NIC, so a group of whole nodes crosses on all eight at once.  On an A100
+    node those eight (8 x 25 GB/s at 0.94) stay under NVLink (300 at 0.80) and bind; on an H100 node
+    they outrun it (8 x 50 at 0.94 against 450 at 0.80), and NVLink binds the ring instead."""
+    from playground.planner.comm_costs import ring_crossing
+    from playground.planner.costs import Cluster, Layout, data_parallel_link, shard_link
+    a100, psi_unit, n = hardware.gpu("A100"), 2e8, 64
+    link, per_node = ring_crossing(a100.nvlink_bytes_per_s, a100.network_bytes_per_s, 8)
+    assert link == "network" and per_node == 8 * a100.network_bytes_per_s
+    tokens = fsdp_tokens(a100, "network", n=n, per_node=8, eff=NO_LATENCY)
     gather = allgather_time(2 * psi_unit, n, per_node, NO_LATENCY, "network")
-    assert math.isclose(gather, compute_s(2 * psi_unit * tokens, gpu), rel_tol=1e-12)
-    assert math.isclose(fsdp_tokens(gpu, "network", per_node=8), fsdp_tokens(gpu, "network") / 8)
-    # the step-time model rides the same link: FSDP over 8 nodes, and DP with one GPU per node
-    h100 = Cluster.of("H100")
-    assert shard_link(Layout(1, 1, 64, zero_stage=3), h100) == ("network", per_node)
-    assert data_parallel_link(Layout(8, 1, 8), h100) == ("network", gpu.network_bytes_per_s)
-    assert data_parallel_link(Layout(2, 1, 32), h100) == ("network", 4 * gpu.network_bytes_per_s)
+    assert math.isclose(gather, compute_s(2 * psi_unit * tokens, a100), rel_tol=1e-12)
+    assert math.isclose(fsdp_tokens(a100, "network", per_node=8), fsdp_tokens(a100, "network") / 8)
+    h100 = hardware.gpu("H100")
+    assert ring_crossing(h100.nvlink_bytes_per_s, h100.network_bytes_per_s, 8) == ("nvlink", h100.nvlink_bytes_per_s)
+    assert math.isclose(fsdp_tokens(h100, "network", per_node=8), fsdp_tokens(h100, "nvlink"))
+    # the step-time model rides the same link: FSDP over 8 nodes, and DP with one GPU (or four) per node
+    a, h = Cluster.of("A100-80GB"), Cluster.of("H100")
+    assert shard_link(Layout(1, 1, 64, zero_stage=3), a) == ("network", per_node)
+    assert shard_link(Layout(1, 1, 64, zero_stage=3), h) == ("nvlink", h100.nvlink_bytes_per_s)
+    assert data_parallel_link(Layout(8, 1, 8), h) == ("network", h100.network_bytes_per_s)
+    assert data_parallel_link(Layout(2, 1, 32), h) == ("network", 4 * h100.network_bytes_per_s)
