@@ -57,8 +57,8 @@
   that only what outlasts the layer's compute is exposed; with HSDP they ride the shard group's
   link (NVLink when a node holds it) and the all-reduce across replicas is added.  Across nodes
   these rings cross on every NIC the group holds in a node, as NCCL runs one ring per NIC: FSDP
-  over whole nodes at eight NICs' rate (up to NVLink's), DP under TP = 8 at one
-  (``costs.ring_network_bandwidth``).  ``fsdp_gather="tensor"`` (early DeepSpeed ZeRO-3) gathers
+  over whole nodes at eight NICs' rate (until NVLink binds first), DP under TP = 8 at one
+  (``comm_costs.ring_crossing``).  ``fsdp_gather="tensor"`` (early DeepSpeed ZeRO-3) gathers
   tensor by tensor and waits for each.
 * every collective moves at the share of its link's line rate NCCL reaches there
   (``Efficiency.link_rate``): 0.80 of NVLink's, 0.94 of the NICs' across nodes (NCCL's maintainers:
