@@ -19,6 +19,7 @@ from dataclasses import replace
 
 from playground import hardware
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
+from playground.planner.costs import sustained_rate
 from playground.planner.errors import PlanError
 from playground.planner.hf_config import read_hf_config
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency
@@ -96,8 +97,8 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "(default: the hardware table's, 50 GB/s on H100)")
     h.add_argument("--power-limit", metavar="W", help="board power limit each GPU runs under, watts; below the "
                    f"GPU's TDP its tensor cores clock down as (limit / TDP)^{EFFICIENCY.power_exponent:g} (a Hopper's "
-                   f"bf16 ones already hold {EFFICIENCY.hopper_sustained:g} of their benchmark rate at the TDP; default: "
-                   "the TDP, 700 W on H100)")
+                   f"bf16 ones already hold {sustained_rate(hardware.gpu('H100'), EFFICIENCY):.3g} of their benchmark "
+                   "rate at the TDP; default: the TDP, 700 W on H100)")
     add_layout_arguments(p)
     s = p.add_argument_group("speed, money, calendar")
     s.add_argument("--mfu", metavar="F", help="assume this model-FLOPs utilization instead of predicting "
