@@ -21,7 +21,8 @@
   ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel); and a Hopper held at
   its power limit through a run keeps less than short benchmarks measure (``costs.sustained_rate``):
   its bf16 GEMMs alone ``eta_sustained`` (0.915), FP8 ones all, and 0.795 of the clock while a
-  collective runs beside them, for half the step (0.855 in bf16, 0.90 in FP8).
+  collective runs beside them, for half the step (0.855 in bf16, 0.90 in FP8; on one GPU, with no
+  collective, none of it).
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
@@ -187,8 +188,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     """Step time, throughput and memory of ``layout``; see the module docstring for the terms."""
     check_layout(model, layout, gpus)
     stated = eff
-    clock, held = power_clock(cluster, eff), sustained_rate(cluster.gpu, eff)
-    held_fp8 = sustained_rate(cluster.gpu, eff, "fp8")
+    alone = eff if layout.gpus > 1 else replace(eff, comm_share=0.0)   # one GPU: no collective beside anything
+    clock, held = power_clock(cluster, eff), sustained_rate(cluster.gpu, alone)
+    held_fp8 = sustained_rate(cluster.gpu, alone, "fp8")
     if clock < 1 or held < 1 or held_fp8 < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and
         # the attention kernel); hours at the power limit hold a Hopper's below their short-benchmark rate
         eff = replace(eff, **{k: getattr(eff, k) * clock * (held_fp8 if k == "fp8_gemm" else held)

@@ -118,8 +118,9 @@ def _power_line(r: dict) -> list[str]:
         lines.append(f"sustain  bf16 tensor cores at {r['sustained_rate']:.3f} of a short benchmark's rate through a run{fp8}\n"
                      f"         ({r['gpu']}s at their power limit: bf16 GEMMs alone at {a['hopper_sustained']:g}, as "
                      f"gpu-fryer's minute-long matmul measures, FP8 alone at 1;\n"
-                     f"         either at {a['comm_clock']:g} of the clock beside a collective, assumed for "
-                     f"{a['comm_share']:g} of the step)")
+                     + (f"         either at {a['comm_clock']:g} of the clock beside a collective, assumed for "
+                        f"{a['comm_share']:g} of the step)" if r["gpus"] > 1 else
+                        "         on one GPU no collective runs beside them)"))
     if r.get("power_clock", 1.0) < 1:
         lo, hi = EFFICIENCY.spread["power_exponent"]
         lines.append(f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "

@@ -116,6 +116,16 @@ def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate(
     assert predict(LLAMA, a, FSDP8, low)["step_time_s"] == predict(LLAMA, a, FSDP8)["step_time_s"]
 
 
+def test_one_gpu_runs_no_collective_beside_its_gemms():
+    """A step on one GPU has nothing to communicate: its tensor cores hold the GEMMs-alone rate, and
+    the share of the step beside a collective, assumed for a multi-GPU step, does not apply."""
+    one = Layout.today(1, 1, 1, micro_batch=1, global_batch=8)
+    alone = predict(LLAMA, H100, one)
+    assert alone["sustained_rate"] == EFFICIENCY.hopper_sustained
+    assert alone["step_time_s"] == predict(LLAMA, H100, one, replace(EFFICIENCY, comm_share=1.0))["step_time_s"]
+    assert predict(LLAMA, H100, replace(one, dp=2, global_batch=16))["sustained_rate"] < EFFICIENCY.hopper_sustained
+
+
 def test_hsdp_gathers_ride_nvlink_when_a_node_holds_the_shard_group():
     hsdp = Layout.today(1, 1, 128, zero_stage=3, shard_group=8, global_batch=256)
     assert shard_link(hsdp, Cluster.of("A100-80GB"))[0] == "nvlink"
