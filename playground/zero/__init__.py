@@ -23,7 +23,8 @@ from playground.zero.reference import (differences_from_plain, flat_params, grid
                                        reference_parameters, saved_activation_bytes)
 from playground.zero.runs import (check_variants, launch, predicted_messages, predicted_sent_bytes, state_report,
                                   timing_report, traffic_report, unit_numels)
-from playground.zero.zero3_runs import (EMULATED_COMPUTE_S, PREFETCH_DEMO_CFG, exposed_ratio, launch_zero3,
+from playground.zero.zero3_runs import (EMULATED_COMPUTE_S, PREFETCH_DEMO_CFG, exposed_ratio, hideable_wait_s,
+                                        launch_zero3,
                                         predicted_accumulation_bytes, predicted_hsdp_bytes, prefetch_demo,
                                         prefetch_order, timeline_rows)
 from playground.zero.zero_dp import COMPUTE_DTYPE, ZeroDP, flat_units
@@ -36,5 +37,5 @@ __all__ = ["ZeroDP", "COMPUTE_DTYPE", "flat_units", "PrefetchZeroDP", "HSDP", "c
            "runs", "launch", "check_variants", "unit_numels", "predicted_sent_bytes", "predicted_messages",
            "state_report", "traffic_report", "timing_report",
            "zero3_runs", "launch_zero3", "predicted_accumulation_bytes", "predicted_hsdp_bytes", "prefetch_order",
-           "exposed_ratio", "prefetch_demo", "timeline_rows", "PREFETCH_DEMO_CFG", "EMULATED_COMPUTE_S",
+           "exposed_ratio", "hideable_wait_s", "prefetch_demo", "timeline_rows", "PREFETCH_DEMO_CFG", "EMULATED_COMPUTE_S",
            "peak_runs", "launch_peak", "predicted_peak", "peak_activations", "PEAK_CFG"]

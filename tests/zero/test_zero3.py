@@ -76,6 +76,20 @@ def test_prefetch_moves_the_same_bytes(runs, n):
         assert early["sent_bytes"] == late["sent_bytes"]
 
 
+def test_the_wait_prefetching_can_hide_leaves_out_the_first_gather_of_each_pass():
+    """Nothing runs before forward's first unit or backward's last, so both schedules wait for those
+    gathers (the first term of chapter 3's eq-zero-prefetch); the ratio the chapter asserts counts the
+    others only."""
+    from playground.zero import exposed_ratio, hideable_wait_s
+    def run(waits):   # units 0..2 forward then 2..0 backward, each gather waited for as given
+        order = [("forward", u) for u in range(3)] + [("backward", u) for u in (2, 1, 0)]
+        return {"timeline": [{"kind": "gather", "phase": ph, "unit": u, "waited": w}
+                             for (ph, u), w in zip(order, waits)] + [{"kind": "compute", "phase": "forward"}]}
+    late, early = run([5, 1, 1, 5, 1, 1]), run([5, 0, 0, 5, 0, 0.5])
+    assert hideable_wait_s(late) == 4 and hideable_wait_s(early) == 0.5
+    assert exposed_ratio([{("prefetch", False): late, ("prefetch", True): early}]) == 0.125
+
+
 def test_prefetch_rejects_bad_input_before_communicating():
     with pytest.raises(ValueError, match="prefetch"):
         PrefetchZeroDP(build_model(CFG), prefetch="yes")
