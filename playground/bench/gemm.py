@@ -13,8 +13,8 @@ peak, so fractions are of the best shape measured here and no efficiency is clai
 
 ``--hold SECONDS`` then runs the best shape back to back for that long, as a training run holds its
 GPU (gpu-fryer's test), and reports the rate of its last quarter against the short measurement: on a
-Hopper that ratio is the measured ``hopper_sustained`` (a GPU at its power limit slows its tensor
-cores), elsewhere it is reported and not claimed.
+Hopper that ratio is the measured ``hopper_sustained``, on a Blackwell ``blackwell_sustained`` (a GPU at
+its power limit slows its tensor cores), elsewhere it is reported and not claimed.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
                         help="afterwards, run the best shape back to back for this long and report the rate of "
                              "its last quarter over the short measurement (default 0: off; gpu-fryer holds 60 s); "
-                             "on a Hopper GPU that ratio is the measured hopper_sustained")
+                             "on a Hopper GPU that ratio is the measured hopper_sustained, on a Blackwell "
+                             "blackwell_sustained")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="dense peak of this device in TFLOP/s, when the hardware table does not "
                              "know it (default: the table's bf16 peak on a known GPU; none on a CPU)")
@@ -183,7 +184,8 @@ def run(args) -> dict:
         tflops = 2 * best["count"] * best["m"] * best["n"] * best["k"] / per / 1e12
         held = {"shape": best["shape"], "seconds": args.hold, "tflops": float(f"{tflops:.4g}"),
                 "over_short": float(f"{tflops / best['tflops']:.4g}")}   # 4 significant digits, as the rates
-    hopper = row is not None and getattr(row, "architecture", "") == "hopper"
+    arch = getattr(row, "architecture", "") if row is not None else ""
+    hopper = arch in ("hopper", "blackwell")   # the GPUs whose held rate the planner charges
     layer = [r for r in rows if not r["shape"].startswith("square")]
     layer_flops = sum(2 * r["count"] * r["m"] * r["n"] * r["k"] for r in layer)
     layer_s = sum(r["median_ms"] for r in layer) / 1e3
@@ -204,7 +206,7 @@ def run(args) -> dict:
         "layer_tflops": float(f"{layer_flops / layer_s / 1e12:.4g}") if layer_s else None,
         "held": held,
         "efficiency": {**({} if peak is None else {"gemm": best["fraction_of_peak"]}),
-                       **({"hopper_sustained": held["over_short"]} if held and hopper else {})},
+                       **({f"{arch}_sustained": held["over_short"]} if held and hopper else {})},
         "efficiency_spread": {} if peak is None else {
             "gemm": [round(best["tflops_range"][0] * 1e12 / peak, 4), round(best["tflops_range"][1] * 1e12 / peak, 4)]},
         "note": (f"fractions of the dense peak ({peak_source}); the best shape's is the measured gemm efficiency"

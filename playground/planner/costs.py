@@ -45,8 +45,13 @@ def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16") -> float:
     limit for hours.  A Hopper's GEMMs alone hold ``eff.hopper_sustained`` of it in bf16 (gpu-fryer's
     minute-long matmul) and all of it in FP8 (which draws less power); while a collective runs beside
     them the clock falls to ``eff.comm_clock`` of a short benchmark's (DeepGEMM's H800), for
-    ``eff.comm_share`` of the step.  GPUs without a sustained measurement: 1."""
-    if getattr(gpu, "architecture", "") != "hopper":
+    ``eff.comm_share`` of the step.  A Blackwell's bf16 work holds ``eff.blackwell_sustained``
+    (FlashAttention-4 held back to back on a B200), its FP8 all of it, nothing measured beside a
+    collective.  GPUs without a sustained measurement: 1."""
+    arch = getattr(gpu, "architecture", "")
+    if arch == "blackwell":
+        return 1.0 if dtype == "fp8" else eff.blackwell_sustained
+    if arch != "hopper":
         return 1.0
     alone = 1.0 if dtype == "fp8" else eff.hopper_sustained
     return (1 - eff.comm_share) * alone + eff.comm_share * min(alone, eff.comm_clock)

@@ -1,8 +1,8 @@
 """The step-time model's only free constants (``Efficiency``), each with its source and spread.
 
 What fraction of a datasheet number real kernels reach: GEMMs of the dense peak, element-wise kernels
-of HBM bandwidth, NCCL of NVLink's and of the NICs' line rates, FP8 GEMMs of the FP8 peak, a Hopper's bf16 tensor
-cores held at their power limit for hours of their rate in a short benchmark, and the clock they keep
+of HBM bandwidth, NCCL of NVLink's and of the NICs' line rates, FP8 GEMMs of the FP8 peak, a Hopper's (and a
+Blackwell's) bf16 tensor cores held at their power limit for hours of their rate in a short benchmark, and the clock they keep
 while a collective runs beside them, a power-capped GPU's
 tensor cores of their uncapped rate; the SMs an overlapped collective takes from compute; plus a
 launch cost per kernel, a latency per message, cuBLAS's output tile, the bytes an Adam step streams
@@ -96,7 +96,14 @@ _SOURCES = {
                         "hours, and the kernel benchmarks behind gemm and the attention rates ran briefly.  Applied to "
                         "Hopper's bf16 GEMMs and attention only: gpu-fryer's FP8 matmul holds ~1530 TFLOPS (77% of the "
                         "FP8 peak), no lower than the short FP8 benchmarks behind fp8_gemm, FP8 drawing less power "
-                        "(its README); no sustained measurement of an A100 or a Blackwell found (1 there)",
+                        "(its README); no sustained measurement of an A100 found (1 there); a Blackwell's: "
+                        "blackwell_sustained",
+    "blackwell_sustained": "published measurement: FlashAttention-4's bf16 kernel run back to back on a B200 "
+                           "(b 4, s 8192, 16 heads of 128) peaks at 1450 TFLOPS and, fully throttled, holds 1237 "
+                           "(-15%), the SM clock falling from 1965 to ~1580 MHz at ~1000 W "
+                           "(https://github.com/flashinfer-ai/flashinfer/pull/2899): 1237 / 1450 = 0.853, charged on "
+                           "a Blackwell's bf16 GEMMs and attention as hopper_sustained is on a Hopper's; no FP8 "
+                           "measurement found (1 there), nor one beside a collective",
     "comm_clock": "published measurement: an H800 running DeepGEMM's GEMMs with communication overlapped "
                   "'exceeded the limit' of power and its SM clock fell 'from 1980MHz to 1575 MHz' (0.795; "
                   "https://github.com/deepseek-ai/DeepGEMM/issues/120; its maintainers: expected, it depends on "
@@ -160,6 +167,7 @@ _SPREAD = {
     "gemm": (0.727, 0.869),       # H100 at a non-best square shape ... A100 MAMF
     "fp8_gemm": (0.68, 0.78),     # DeepGEMM at release ... DeepGEMM tuned
     "hopper_sustained": (0.884, 1.0),  # GH200's sustained 705 over the short 797.5 ... no loss
+    "blackwell_sustained": (0.853, 1.0),  # flashinfer's FA4 fully throttled ... no loss
     "comm_clock": (0.795, 0.795),  # DeepGEMM's one reading
     "comm_share": (0.0, 1.0),      # nothing beside the GEMMs ... a collective beside every one
     "power_exponent": (0.68, 1.05),  # the Scale Atlas's 10 ... 15 % lost at 600 W
@@ -178,7 +186,7 @@ _SPREAD = {
     "optimizer_bytes": (28, 34),
     "loss_bytes": (6, 52),        # a fused loss kernel ... Megatron's in-place fp32 chain
 }
-MEASURED = ("gemm", "fp8_gemm", "hopper_sustained", "hbm", "link", "kernel_s", "latency_s",
+MEASURED = ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained", "hbm", "link", "kernel_s", "latency_s",
             "optimizer_bytes")  # what a results file may set
 
 
@@ -192,6 +200,7 @@ class Efficiency:
     gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
     fp8_gemm: float = 0.70    # FP8 GEMMs, fraction of the dense FP8 peak (H100/H800)
     hopper_sustained: float = 0.915  # a Hopper's bf16 tensor cores held for hours, over a short benchmark's rate
+    blackwell_sustained: float = 0.853  # a Blackwell's bf16 tensor cores held back to back, over a short run's rate
     comm_clock: float = 0.795  # a Hopper's clock while a collective runs beside its kernels, over a short benchmark's
     comm_share: float = 0.5    # share of a step's tensor-core time with a collective beside it
     power_exponent: float = 0.87  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP

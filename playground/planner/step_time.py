@@ -22,7 +22,7 @@
   its power limit through a run keeps less than short benchmarks measure (``costs.sustained_rate``):
   its bf16 GEMMs alone ``eta_sustained`` (0.915), FP8 ones all, and 0.795 of the clock while a
   collective runs beside them, for half the step (0.855 in bf16, 0.90 in FP8; on one GPU, with no
-  collective, none of it).
+  collective, none of it); a Blackwell's bf16 work 0.853 (FlashAttention-4 held on a B200), its FP8 all.
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
@@ -316,7 +316,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "stage_layers": layers_slow, "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
-        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "comm_clock",
+        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained",
+                                                          "comm_clock",
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "latency_s")},
         "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,

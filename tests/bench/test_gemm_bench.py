@@ -63,7 +63,7 @@ def test_holding_the_best_shape_reports_its_sustained_share_and_claims_it_only_o
     assert held["shape"] == printed["best"]["shape"] and held["seconds"] == 0.2 and held["tflops"] > 0
     # each field is rounded to 4 significant digits: the ratio of two rounded rates agrees within 2e-3
     assert held["over_short"] == pytest.approx(held["tflops"] / printed["best"]["tflops"], rel=2e-3)
-    assert "hopper_sustained" not in printed["efficiency"]
+    assert "hopper_sustained" not in printed["efficiency"] and "blackwell_sustained" not in printed["efficiency"]
     assert _run(capsys, "--json")["held"] is None                      # off by default
     claimed = tmp_path / "held.json"
     claimed.write_text(json.dumps({"benchmark": "gemm", "efficiency": {"hopper_sustained": 0.9},

@@ -10,7 +10,7 @@ from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, MEASURED, Efficiency
 from playground.step_time import main as step_time_main
 
-CONSTANTS = ("gemm", "fp8_gemm", "hopper_sustained", "comm_clock", "comm_share", "power_exponent", "comm_sms",
+CONSTANTS = ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained", "comm_clock", "comm_share", "power_exponent", "comm_sms",
              "attention_fa1", "attention_fa2", "attention_fa2_hopper", "attention_fa3", "hbm", "link", "network",
              "kernel_s", "latency_s", "tile", "optimizer_bytes")
 STEP = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tp", "2"]
@@ -31,6 +31,7 @@ def test_every_constant_has_a_source_and_a_spread_around_its_unchanged_default()
     assert (EFFICIENCY.hopper_sustained, EFFICIENCY.comm_clock, EFFICIENCY.comm_share, EFFICIENCY.network) \
         == (0.915, 0.795, 0.5, 0.94)
     assert EFFICIENCY.link_rate("network") == 0.94 and EFFICIENCY.link_rate("nvlink") == 0.80
+    assert EFFICIENCY.blackwell_sustained == 0.853
     for name in CONSTANTS:
         source = EFFICIENCY.sources[name]
         assert "https://" in source or source.startswith(("accounted", "assumed")), name

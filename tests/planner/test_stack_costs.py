@@ -116,6 +116,21 @@ def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate(
     assert predict(LLAMA, a, FSDP8, low)["step_time_s"] == predict(LLAMA, a, FSDP8)["step_time_s"]
 
 
+def test_a_blackwell_through_a_run_holds_flashattention_4s_sustained_share_on_bf16_work():
+    """FlashAttention-4 held back to back on a B200 throttles to 1237 of its 1450 TFLOPS: a Blackwell's
+    bf16 GEMMs and attention at ``blackwell_sustained``, its FP8 GEMMs at their rate (no measurement),
+    and no clock beside collectives (none published)."""
+    b200 = hardware.gpu("B200")
+    assert EFFICIENCY.blackwell_sustained == pytest.approx(1237 / 1450, abs=1e-3)
+    assert sustained_rate(b200, EFFICIENCY) == EFFICIENCY.blackwell_sustained
+    assert sustained_rate(b200, EFFICIENCY, "fp8") == 1.0
+    assert sustained_rate(b200, replace(EFFICIENCY, comm_share=1.0)) == EFFICIENCY.blackwell_sustained
+    cluster = Cluster.of("B200")
+    held = predict(LLAMA, cluster, FSDP8)
+    short = predict(LLAMA, cluster, FSDP8, replace(EFFICIENCY, blackwell_sustained=1.0))
+    assert held["sustained_rate"] == EFFICIENCY.blackwell_sustained and held["step_time_s"] > short["step_time_s"]
+
+
 def test_one_gpu_runs_no_collective_beside_its_gemms():
     """A step on one GPU has nothing to communicate: its tensor cores hold the GEMMs-alone rate, and
     the share of the step beside a collective, assumed for a multi-GPU step, does not apply."""
