@@ -14,7 +14,10 @@ import time
 import torch
 
 from playground.bench import check_fits
+from playground.planner.architecture import Model
 from playground.planner.flops import megatron_flops_per_iteration
+from playground.planner.layout import Cluster, Layout
+from playground.planner.step_range import predict_range
 from playground.hardware import UnknownGPUError, gpu
 from playground.model import ModelConfig, build_model, loss_fn, synthetic_batch
 
@@ -119,3 +122,27 @@ def run(args) -> dict:
         "gpu_in_table": None if peak is None else peak.name,
         "mfu": None if peak is None else round(achieved / peak.peak_bf16_flops, 4),
     }
+
+
+def formula_over_counted_expected(size: dict, device_type: str) -> float:
+    """What eq-megatron over PyTorch's FLOP counter should read for a run of ``size``: the formula
+    counts attention's scores 3 times a forward (forward + twice for backward).  A CPU's counter
+    does not see the fused attention at all; a GPU's sees FlashAttention's backward, which computes
+    the scores again: 3.5 forwards."""
+    tail = size["vocab"] / (12 * size["layers"] * size["hidden"])    # the logits, over the layers
+    attention = size["seq_len"] / (6 * size["hidden"])               # the scores, over the layers
+    counted = 1 + tail + (attention * 3.5 / 3 if device_type == "cuda" else 0.0)
+    return (1 + attention + tail) / counted
+
+
+def predicted(record: dict) -> dict:
+    """The step-time model's prediction (``predict_range``: value and range) for a GPU record's run,
+    set up as the bench runs it: one GPU, the course's GPT (untied logits, learned positions, a 4h
+    GELU MLP), eager PyTorch kernels, SDPA's FlashAttention-2, no recomputation, one micro-batch."""
+    size = record["model"]
+    model = Model(size["layers"], size["hidden"], size["heads"], vocab=size["vocab"], seq_len=size["seq_len"],
+                  tied_embeddings=False, name="the course's GPT")
+    layout = Layout.today(micro_batch=size["batch"], global_batch=size["batch"], kernels="eager",
+                          attention_kernel="fa2")
+    return predict_range(model, Cluster.of(record["gpu_in_table"]), layout)
+

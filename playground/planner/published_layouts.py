@@ -31,8 +31,8 @@ first and the last stages, so a chunk holds one layer: 126 layers, the embedding
 128 chunks, 8 on each of the 16 ranks (V = 8, derived: the paper prints no V, and no other
 interleaving fits in memory, so the range spans the constants alone). Assumed: micro-batch 1, flash
 attention with sequence parallelism, no dropout (the released model has none), FSDP gradients
-reduced during backward (ZeRO stage 2 traffic). Read so, both rows replay 1.27x too fast: a
-documented outlier, see ``outlier``.
+reduced during backward (ZeRO stage 2 traffic). Read so, they replay 1.19x (8,192 GPUs) and 1.20x
+(16,384) too fast: the larger a documented outlier, just outside the band, see ``outlier``.
 
 Korthikanti et al. 2022 (arXiv:2205.05198), Tables 3 and 5: 22B, 175B, 530B and 1T GPTs on one
 model replica (no data parallelism) of Selene, each with full recomputation and with selective
@@ -114,19 +114,20 @@ _LLAMA3_405B = Model(126, 16384, 128, vocab=128256, seq_len=8192, ffn=53248, kv_
 
 
 _LLAMA_OUTLIER = ("read as Sec. 3.3.2 states it (no activation checkpointing, asynchronous pipeline sends, one layer "
-                  "a chunk: V = 8, the only interleaving that fits) the model predicts 1.27x the published "
-                  "throughput; until 2026 it was replayed with two virtual stages and the attention recomputed, "
-                  "which do not fit in memory, and sat inside the band.  The miss is the pattern chapter 6 finds on "
-                  "H100s: Megatron-style runs read as published replay 1.1-1.3x too fast, the cause not found")
+                  "a chunk: V = 8, the only interleaving that fits) the model predicts 1.20x the published "
+                  "throughput on 16,384 GPUs, just outside the band (1.19x on 8,192, just inside); until 2026 it was "
+                  "replayed with two virtual stages and the attention recomputed, which do not fit in memory.  The "
+                  "miss is the pattern chapter 6 finds on H100s: Megatron-style runs read as published replay "
+                  "1.1-1.3x too fast, the cause not found")
 
 
-def _llama(gpus, dp, batch_per_dp, tflops):
+def _llama(gpus, dp, batch_per_dp, tflops, outlier=""):
     layout = Layout(8, 16, dp, 1, batch_per_dp * dp, 8, zero_stage=2, recompute="none", dropout=False,
                     sequence_parallel=True, flash_attention=True, overlap_grad_reduce=True, p2p_overlap=True)
     return PublishedLayout(f"Llama 3 405B, {gpus:,} GPUs", "dubey2024llama3", "H100", _LLAMA3_405B, layout,
                            tflops, "model", "Table 4 (TP 8, CP 1, PP 16, 8K sequence, 16M tokens per batch); Sec. "
                            "3.3.2 (no activation checkpointing, asynchronous P2P, one layer a model chunk)",
-                           outlier=_LLAMA_OUTLIER)
+                           outlier=outlier)
 
 
 def _gpt_model(layers, hidden, heads, vocab=51200):
@@ -184,7 +185,7 @@ MTNLG = tuple(PublishedLayout(f"MT-NLG 530B, {n * 8:,} GPUs", "smith2022mtnlg", 
                               "Sec. 2.4 (micro-batch not published: 1 assumed)", t, _MTNLG_OUTLIER)
               for n, t, tf in ((280, 60.1, 126), (350, 50.2, 121), (420, 44.4, 113)))
 
-OTHER_LAYOUTS = (_llama(8192, 64, 32, 430), _llama(16384, 128, 16, 400)) + KORTHIKANTI_TABLE5 + (KORTHIKANTI_DP8,) \
+OTHER_LAYOUTS = (_llama(8192, 64, 32, 430), _llama(16384, 128, 16, 400, _LLAMA_OUTLIER)) + KORTHIKANTI_TABLE5 + (KORTHIKANTI_DP8,) \
     + NARAYANAN_TABLE2 + (BLOOM,) + MTNLG
 ALL_LAYOUTS = NARAYANAN_TABLE1 + OTHER_LAYOUTS
 IN_BAND = tuple(r for r in ALL_LAYOUTS if not r.outlier)

@@ -71,7 +71,7 @@ GPT145 = Model(80, 12288, 96, params=145.6e9)   # Narayanan et al. Table 1, the 
 SOURCES = (("Narayanan Table 1: GPT 1.7B-1T, A100", lambda r: r in NARAYANAN_TABLE1),
            ("Narayanan Table 2: PTD-P 175B/530B, A100", lambda r: r in NARAYANAN_TABLE2),
            ("Korthikanti Table 5: 22B-1T, A100", lambda r: r.cite == "korthikanti2022reducing"),
-           ("Llama 3 405B, H100 (Dubey Table 4; outlier)", lambda r: r.cite == "dubey2024llama3"),
+           ("Llama 3 405B, H100 (Dubey Table 4)", lambda r: r.cite == "dubey2024llama3"),
            ("BLOOM 176B, A100 (BigScience tr11; outlier)", lambda r: r.cite == "bigscience2022tr11"),
            ("MT-NLG 530B, A100 (outlier)", lambda r: r.cite == "smith2022mtnlg"))
 
@@ -113,7 +113,7 @@ def microbatch_sweep(batches=(128, 512), sizes=(1, 2, 4, 8, 16), model=GPT145) -
 UNSTATED = {"Narayanan Table 1: GPT 1.7B-1T, A100": ("vpp",),
             "Narayanan Table 2: PTD-P 175B/530B, A100": ("vpp",),
             "Korthikanti Table 5: 22B-1T, A100": (),
-            "Llama 3 405B, H100 (Dubey Table 4; outlier)": (),   # V = 8 derived: the only interleaving that fits
+            "Llama 3 405B, H100 (Dubey Table 4)": (),   # V = 8 derived: the only interleaving that fits
             "BLOOM 176B, A100 (BigScience tr11; outlier)": (),
             "MT-NLG 530B, A100 (outlier)": ("vpp",)}
 

@@ -20,8 +20,8 @@
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
   ``(limit / TDP) ** eta_power`` of their rate (GEMMs and the attention kernel); and a Hopper held at
   its power limit through a run keeps less than short benchmarks measure (``costs.sustained_rate``):
-  its bf16 GEMMs alone ``eta_sustained`` (0.915), FP8 ones all, and 0.795 of the clock while a
-  collective runs beside them, for half the step (0.855 in bf16, 0.90 in FP8; on one GPU, with no
+  its bf16 GEMMs alone ``eta_sustained`` (0.884), FP8 ones all, and 0.795 of the clock while a
+  collective runs beside them, for half the step (0.84 in bf16, 0.90 in FP8; on one GPU, with no
   collective, none of it); a Blackwell's bf16 work 0.853 (FlashAttention-4 held on a B200), its FP8 all.
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
   ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).

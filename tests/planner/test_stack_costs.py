@@ -4,12 +4,15 @@ checked against its own accounting, and against the direction it must move a ste
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
 from dataclasses import replace
 
 import pytest
 
 from playground import hardware
+from playground.results import RESULTS_DIR
 from playground.planner.costs import (BYTES, Model, block_matmuls, eager_extra_bytes, flops_per_step, fp8_cast_bytes,
                                       layer_gemms, overlapped, per_op_recomputed, shard_link, sustained_rate)
 from playground.planner.errors import PlanError
@@ -88,16 +91,20 @@ def test_a_power_limit_below_the_tdp_slows_the_tensor_cores_only():
 
 
 def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate():
-    """gpu-fryer's minute-long matmul against a brief one: a Hopper's bf16 GEMMs alone at
-    ``hopper_sustained`` of the rate, FP8 ones at all of it; beside a collective both at DeepGEMM's
-    ``comm_clock``, for ``comm_share`` of the step.  The HBM-bound work and an A100 are untouched."""
+    """The same matmul held against run briefly on three Hopper parts (gpu-fryer's H100 and GH200, the
+    H200 measured here): a Hopper's bf16 GEMMs alone at the middle one, ``hopper_sustained``, FP8 ones at
+    all of it; beside a collective both at DeepGEMM's ``comm_clock``, for ``comm_share`` of the step.
+    The HBM-bound work and an A100 are untouched."""
     h100, a100 = hardware.gpu("H100"), hardware.gpu("A100-80GB")
-    assert EFFICIENCY.hopper_sustained == pytest.approx(730 / 797.5, abs=1e-3)
+    measured_here = json.loads((RESULTS_DIR / "gemm-nvidia-h200.json").read_text())["held"]["over_short"]
+    assert EFFICIENCY.hopper_sustained == pytest.approx(statistics.median([730 / 797.5, 705 / 797.5, measured_here]),
+                                                        abs=1e-3)
+    assert EFFICIENCY.spread["hopper_sustained"][0] == measured_here
     assert EFFICIENCY.comm_clock == pytest.approx(1575 / 1980, abs=1e-3) and EFFICIENCY.comm_share == 0.5
     alone = replace(EFFICIENCY, comm_share=0.0)
     assert sustained_rate(h100, alone) == EFFICIENCY.hopper_sustained
     assert sustained_rate(h100, alone, "fp8") == sustained_rate(a100, EFFICIENCY) == 1.0
-    assert sustained_rate(h100, EFFICIENCY) == pytest.approx((0.915 + 0.795) / 2)
+    assert sustained_rate(h100, EFFICIENCY) == pytest.approx((0.884 + 0.795) / 2)
     assert sustained_rate(h100, EFFICIENCY, "fp8") == pytest.approx((1 + 0.795) / 2)
     burst = replace(EFFICIENCY, hopper_sustained=1.0, comm_share=0.0)
     held, short = predict(LLAMA, H100, FSDP8), predict(LLAMA, H100, FSDP8, burst)

@@ -139,23 +139,25 @@ def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_t
     assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), h100, hsdp))
 
 
-def test_transformer_engine_tp_overlap_is_warned_as_the_runs_with_it_replayed():
+def test_transformer_engine_tp_overlap_is_no_longer_warned_once_a_hopper_holds_its_measured_rate():
     """The published runs that state TE's TP comm overlap on disagree on what it hides.  NVIDIA's DGX
     Cloud (NeMo) recipes, credited as hidden, all replay slower than predicted; priced as waited on,
     each lands within ±20% and their median within 10%.  Megatron-LM's own weak-scaling runs fit with
-    it hidden (median within 10%) and, priced as waited on, replay faster than predicted.  Together
-    they run slower than predicted by more than the caveat's bar, so a plan asking for it says so,
-    naming both readings."""
+    it hidden (median within 10%) and, priced as waited on, replay faster than predicted.  Together they
+    ran slower than predicted by more than the caveat's bar while a Hopper's held rate was gpu-fryer's
+    H100 alone (0.915); at the middle of three Hopper parts, the H200 measured here among them, they
+    replay within it: the rule drops the line, and would give it again were the rows to say so."""
     from playground.planner import preset
     from playground.planner.published_row import published_metric
     from playground.planner.published_stacks import STACK_RUNS
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
     name = "tensor-parallel traffic hidden by Transformer Engine's overlap"
     ratios = _published_ratios([k[0] for k in _KINDS].index(name))
-    assert len(ratios) >= 20 and statistics.median(ratios) > CAVEAT_MEDIAN
+    assert len(ratios) >= 20 and 1 < statistics.median(ratios) <= CAVEAT_MEDIAN
 
-    def replayed(stack, tp_overlap):
-        return [published_metric(row, predict(row.model, row.cluster, replace(row.layout, tp_overlap=tp_overlap)))[3]
+    def replayed(stack, tp_overlap, eff=EFFICIENCY):
+        return [published_metric(row, predict(row.model, row.cluster, replace(row.layout, tp_overlap=tp_overlap),
+                                              eff))[3]
                 for row in STACK_RUNS if row.stack.startswith(stack) and row.layout.tp > 1
                 and row.layout.tp_overlap == "all"]
     nemo_hidden, nemo_waited = replayed("DGX Cloud", "all"), replayed("DGX Cloud", "none")
@@ -166,9 +168,11 @@ def test_transformer_engine_tp_overlap_is_warned_as_the_runs_with_it_replayed():
     assert statistics.median(megatron_waited) < 0.95
     model, h100 = preset("llama3-70b"), Cluster.of("H100")
     layout = Layout.today(4, 4, 8, cp=2, vpp=5, global_batch=512, tp_overlap="all")
-    [line] = [x for x in validation_caveats(model, h100, layout) if name in x]
-    assert "DGX Cloud" in line and "Megatron-LM" in line
-    assert not any(name in line for line in validation_caveats(model, h100, replace(layout, tp_overlap="forward")))
+    assert not any(name in line for line in validation_caveats(model, h100, layout))
+    fryer_h100 = replace(EFFICIENCY, hopper_sustained=0.915)   # gpu-fryer's H100 alone, as before
+    before = [published_metric(r, predict(r.model, r.cluster, r.layout, fryer_h100))[3]
+              for r in STACK_RUNS if _KINDS[[k[0] for k in _KINDS].index(name)][1](r.model, r.cluster, r.layout)]
+    assert len(before) == len(ratios) and statistics.median(before) > CAVEAT_MEDIAN
 
 
 def test_a_dense_plan_on_hopper_gpus_is_no_longer_warned_once_the_clock_beside_collectives_is_counted():
