@@ -22,7 +22,7 @@ def validation_figure():
     for i, (label, _) in enumerate(SOURCES):
         sel = [r for r in rows if r["source"] == i]
         ax.scatter([r["published"] for r in sel], [r["predicted"] for r in sel], s=36, zorder=3, label=label,
-                   facecolors="none" if sel[0]["outlier"] else SOURCE_COLORS[i], edgecolors=SOURCE_COLORS[i])
+                   facecolors=["none" if r["outlier"] else SOURCE_COLORS[i] for r in sel], edgecolors=SOURCE_COLORS[i])
     ax.set(xlim=(0, top), ylim=(0, top), xlabel="published TFLOP/s per GPU", ylabel="predicted TFLOP/s per GPU")
     ax.legend(loc="lower right", fontsize=7)   # the upper left holds the H100 rows, far above the band
     bx.barh(range(len(rows)), [r["ratio"] for r in rows], color=[SOURCE_COLORS[r["source"]] for r in rows],
