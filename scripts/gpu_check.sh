@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One prepared run on a GPU machine: GPU-marked tests, the benchmarks that fit the GPU count,
-# the MFU benchmark and the GEMM benchmark (achieved matmul TFLOP/s by shape); results (with provenance) are written under results/ and summarised.
+# the MFU benchmark, its step profiled by kind of kernel, and the GEMM benchmark (achieved matmul TFLOP/s by shape); results (with provenance) are written under results/ and summarised.
 # Ran in about 100 s on one H200 (2026-12-04; results/*-nvidia-h200.json). On a machine without a GPU every GPU part skips,
 # saying why, and the script still exits 0 (that is how the test suite checks it).
 #
@@ -41,6 +41,13 @@ if bench mfu "$RESULTS/mfu-$slug.json" "${mfu_args[@]}"; then
   note "mfu: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); print(f\"{r['achieved_tflops']} TFLOP/s achieved, MFU {r['mfu']} on {r['provenance']['device']}\")" "$RESULTS/mfu-$slug.json")"
 else
   note "mfu: FAILED"; failed=1
+fi
+
+# 2a. profile: the same step traced, its device time by kind of kernel beside the step-time model's parts
+if bench profile "$RESULTS/profile-$slug.json" "${mfu_args[@]}"; then
+  note "profile: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); g=r['groups_measured_over_predicted']; print('measured / predicted ' + ', '.join(f'{k} {v}' for k, v in g.items()) if g else 'by class ' + ', '.join(f'{k} {v * 1e3:.1f} ms' for k, v in r['by_class_s'].items()))" "$RESULTS/profile-$slug.json")"
+else
+  note "profile: FAILED"; failed=1
 fi
 
 # 2b. GEMM: achieved matmul TFLOP/s by shape (bf16 on a GPU, fp32 on a CPU); on a GPU its

@@ -22,3 +22,5 @@ def test_gpu_check_runs_on_cpu_and_says_what_it_skipped(tmp_path):
     result = json.loads((tmp_path / "mfu-no-gpu.json").read_text())
     assert result["device_type"] == "cpu" and result["mfu"] is None   # no peak claimed on a CPU
     assert result["achieved_tflops"] > 0 and result["provenance"]["git_commit"]
+    profiled = json.loads((tmp_path / "profile-no-gpu.json").read_text())
+    assert profiled["by_class_s"] and profiled["groups_predicted_s"] is None and "profile: by class" in out.stdout

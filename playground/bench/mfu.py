@@ -70,7 +70,9 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def run(args) -> dict:
+def prepare(args):
+    """The run ``args`` ask for, checked and built: (device, size, cfg, model, optimizer, batch) with
+    fp32 master weights and fused AdamW on a GPU.  ValueError (one line) for sizes that cannot run."""
     device = _device(args.device)
     defaults = GPU_DEFAULTS if device.type == "cuda" else CPU_DEFAULTS
     size = {k: getattr(args, k) if getattr(args, k) is not None else v for k, v in defaults.items()}
@@ -90,7 +92,11 @@ def run(args) -> dict:
     model = build_model(cfg, device=device)            # fp32 master weights
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda")
     batch = tuple(t.to(device) for t in synthetic_batch(cfg, size["batch"], step=0))
+    return device, size, cfg, model, optimizer, batch
 
+
+def run(args) -> dict:
+    device, size, cfg, model, optimizer, batch = prepare(args)
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter:     # one step, counted by PyTorch
         _step(model, optimizer, batch, device)
