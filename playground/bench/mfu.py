@@ -44,9 +44,11 @@ def _device(choice: str) -> torch.device:
 
 def _peak(device: torch.device):
     """The hardware table's row for this GPU, or None (CPU, or a GPU the table lacks)."""
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
+    return table_gpu(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+
+
+def table_gpu(name: str):
+    """The hardware table's row for a device named as CUDA names it ("NVIDIA H200"), or None."""
     for word in sorted(name.replace("-", " ").split(), key=len, reverse=True):
         for candidate in (word, f"{word} 80GB" if word == "A100" else word):
             try:
@@ -144,11 +146,14 @@ def formula_over_counted_expected(size: dict, device_type: str) -> float:
 def predicted(record: dict) -> dict:
     """The step-time model's prediction (``predict_range``: value and range) for a GPU record's run,
     set up as the bench runs it: one GPU, the course's GPT (untied logits, learned positions, a 4h
-    GELU MLP), eager PyTorch kernels, SDPA's FlashAttention-2, no recomputation, one micro-batch."""
+    GELU MLP), eager PyTorch kernels, no recomputation, one micro-batch, and the fused attention
+    PyTorch's SDPA ran there: on the H200 of the records, cuDNN's (``bench profile`` names its
+    kernels), FlashAttention-3's class (``"fa3"``; before Hopper the model prices either as
+    FlashAttention-2)."""
     size = record["model"]
     model = Model(size["layers"], size["hidden"], size["heads"], vocab=size["vocab"], seq_len=size["seq_len"],
                   tied_embeddings=False, name="the course's GPT")
     layout = Layout.today(micro_batch=size["batch"], global_batch=size["batch"], kernels="eager",
-                          attention_kernel="fa2")
+                          attention_kernel="fa3")
     return predict_range(model, Cluster.of(record["gpu_in_table"]), layout)
 

@@ -9,6 +9,7 @@ shows where it lies.  On a CPU the classes are aten operators' own time, and no 
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 
@@ -43,6 +44,19 @@ def kernel_class(name: str) -> str:
     return OTHER
 
 
+_GENERIC = {"vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "elementwise_kernel", "reduce_kernel",
+            "func_wrapper_t", "binary_internal"}
+
+
+def short_name(kernel: str) -> str:
+    """A readable label for a kernel's long templated name: its first specific at::native name
+    ("direct_copy", "bfloat16_copy", "add", "layer_norm_grad_input_kernel_vectorized"), else its head."""
+    names = [n for n in re.findall(r"at::native::(?:\(anonymous namespace\)::)?(\w+)", kernel) if n not in _GENERIC]
+    if not names:
+        return kernel.split("<")[0].replace("void ", "")[:40]
+    return names[0].removesuffix("_kernel_cuda").removeprefix("CUDAFunctor_")
+
+
 def _kernel_seconds(prof, cuda: bool) -> dict:
     """{name: seconds over all traced steps}: device kernels on a GPU (not the profiler's own
     annotations of the CPU ops that launched them), operators' self time on a CPU."""
@@ -58,13 +72,20 @@ def _kernel_seconds(prof, cuda: bool) -> dict:
     return times
 
 
-def _model_parts(size: dict, gpu_name: str) -> dict:
-    """The step-time model's seconds for the same groups of work (``mfu.predicted``)."""
+def model_parts(size: dict, gpu_name: str) -> dict:
+    """The step-time model's seconds for the groups of work a profile measures, for a run of ``size``
+    on ``gpu_name`` as the bench runs it (``mfu.predicted``)."""
     p = mfu.predicted({"model": size, "gpu_in_table": gpu_name})
     parts = p["compute_parts"]
     return {"matrix units (products, attention, logits)": parts["gemm"] + parts["logits"],
             "element-wise, norms and loss": parts["elementwise"],
             "optimizer": p["time_breakdown"]["optimizer"], "step": p["step_time_s"]}
+
+
+def predicted_groups(record: dict) -> dict | None:
+    """``model_parts`` for a profile on record, or None where its device is not a GPU of the table."""
+    row = mfu.table_gpu(record["provenance"]["device"]) if record["provenance"]["device_count"] else None
+    return None if row is None else model_parts(record["model"], row.name)
 
 
 def run(args) -> dict:
@@ -93,7 +114,7 @@ def run(args) -> dict:
                 + classes.get("copies", 0.0),
                 "optimizer": classes.get("optimizer", 0.0), "step": wall}
     peak = mfu._peak(device)
-    model_parts = _model_parts(size, peak.name) if peak is not None else None
+    predicted = model_parts(size, peak.name) if peak is not None else None
     top = sorted(per_step.items(), key=lambda kv: -kv[1])[:20]
     return {
         "backend": None, "device_type": device.type, "model": size,
@@ -101,13 +122,13 @@ def run(args) -> dict:
         "median_step_s": round(wall, 4), "kernel_time_per_step_s": round(sum(per_step.values()), 4),
         "by_class_s": {k: round(v, 5) for k, v in sorted(classes.items(), key=lambda kv: -kv[1])},
         "groups_measured_s": {k: round(v, 5) for k, v in measured.items()},
-        "groups_predicted_s": None if model_parts is None else {k: round(v, 5) for k, v in model_parts.items()},
-        "groups_measured_over_predicted": None if model_parts is None else
-        {k: round(measured[k] / model_parts[k], 3) for k in measured if model_parts[k] > 0},
+        "groups_predicted_s": None if predicted is None else {k: round(v, 5) for k, v in predicted.items()},
+        "groups_measured_over_predicted": None if predicted is None else
+        {k: round(measured[k] / predicted[k], 3) for k in measured if predicted[k] > 0},
         "top_kernels": [{"name": name[:160], "class": kernel_class(name), "ms_per_step": round(t * 1e3, 3)}
                         for name, t in top],
         "note": ("device kernel time per traced step by class (torch.profiler), against the step-time model "
-                 "for the same run (one GPU, eager kernels, SDPA's FlashAttention-2, no recomputation)"
-                 if model_parts is not None else
+                 "for the same run (mfu.predicted: one GPU, eager kernels, SDPA's cuDNN attention, no recomputation)"
+                 if predicted is not None else
                  "CPU: each aten operator's own time per step by class; no step-time model for a CPU"),
     }

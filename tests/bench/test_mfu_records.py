@@ -29,7 +29,7 @@ def test_a_gpu_run_is_on_record():
 @pytest.mark.parametrize("record", GPU_RECORDS, ids=_name)
 def test_the_step_time_model_brackets_each_gpu_run_on_record(record):
     """The bench's steps, timed on a GPU, against the step-time model told only the run's shape and
-    setup (one GPU, eager kernels, SDPA's FlashAttention-2): inside the reported range, within ±20%."""
+    setup (one GPU, eager kernels, the cuDNN attention SDPA ran): inside the reported range, within ±20%."""
     p = predicted(record)
     low, high = p["step_time_range_s"]
     assert low <= record["median_step_s"] <= high

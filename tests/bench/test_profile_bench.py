@@ -37,3 +37,28 @@ def test_a_run_that_cannot_be_profiled_is_one_line_and_exit_2(capsys):
     assert bench_main(["profile", "--device", "cpu", "--steps", "0"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1 and "--steps must be >= 1" in err
+
+
+GPU_PROFILES = [r for r in __import__("playground.results", fromlist=["on_record"]).on_record("profile")
+                if r["provenance"]["device_count"]]
+
+
+@pytest.mark.parametrize("record", GPU_PROFILES, ids=lambda r: f"{r['model']['batch']} x {r['model']['seq_len']}")
+def test_a_gpu_profile_on_record_accounts_for_the_whole_step(record):
+    """On the GPU the step is all kernels: their time per step is the step's, within 2%, and every
+    class the model prices separately is present."""
+    assert record["kernel_time_per_step_s"] == pytest.approx(record["median_step_s"], rel=0.02)
+    assert {"matrix products", "attention", "optimizer", "loss", OTHER} <= set(record["by_class_s"])
+
+
+@pytest.mark.parametrize("record", GPU_PROFILES, ids=lambda r: f"{r['model']['batch']} x {r['model']['seq_len']}")
+def test_the_model_prices_the_matrix_units_and_the_optimizer_but_not_eager_element_wise_work(record):
+    """Against the step-time model for the same run: the matrix units (products, attention, logits)
+    and the fused optimizer within a tenth; eager autocast's element-wise kernels (fp32 residual stream
+    and norms, weight casts, unfused GELU) take more than three times what the model charges."""
+    from playground.bench.profile import predicted_groups
+    predicted = predicted_groups(record)
+    measured = record["groups_measured_s"]
+    for group in ("matrix units (products, attention, logits)", "optimizer"):
+        assert measured[group] / predicted[group] == pytest.approx(1, abs=0.1), group
+    assert measured["element-wise, norms and loss"] > 3 * predicted["element-wise, norms and loss"]
