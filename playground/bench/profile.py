@@ -65,10 +65,17 @@ def _kernel_seconds(prof, cuda: bool) -> dict:
         for e in prof.events():
             if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation:
                 times[e.name] = times.get(e.name, 0.0) + e.time_range.elapsed_us() / 1e6
-    else:
-        for e in prof.key_averages():
-            if e.key.startswith("aten::") and e.self_cpu_time_total > 0:
-                times[e.key] = times.get(e.key, 0.0) + e.self_cpu_time_total / 1e6
+    else:   # an operator run inside the optimizer's step is the optimizer's, whatever its name
+        for e in prof.events():
+            if not e.name.startswith("aten::") or e.self_cpu_time_total <= 0:
+                continue
+            parent, name = e.cpu_parent, e.name
+            while parent is not None:
+                if parent.name.startswith("Optimizer.step"):
+                    name = f"adam: {e.name}"
+                    break
+                parent = parent.cpu_parent
+            times[name] = times.get(name, 0.0) + e.self_cpu_time_total / 1e6
     return times
 
 

@@ -16,6 +16,7 @@ def test_a_cpu_profile_puts_every_operator_in_one_class(capsys):
     r = json.loads(capsys.readouterr().out)
     assert sum(r["by_class_s"].values()) == pytest.approx(r["kernel_time_per_step_s"], abs=1e-3)
     assert r["by_class_s"]["matrix products"] > 0 and r["by_class_s"]["attention"] > 0
+    assert r["by_class_s"]["optimizer"] > 0       # AdamW's operators, found under its step
     assert r["groups_predicted_s"] is None and "no step-time model for a CPU" in r["note"]
     assert r["top_kernels"] and all(k["class"] == kernel_class(k["name"]) for k in r["top_kernels"])
 
