@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from playground import results
 from playground.bench.__main__ import main as bench_main
 from playground.bench.profile import OTHER, kernel_class
 
@@ -40,8 +41,7 @@ def test_a_run_that_cannot_be_profiled_is_one_line_and_exit_2(capsys):
     assert err.startswith("error:") and err.count("\n") == 1 and "--steps must be >= 1" in err
 
 
-GPU_PROFILES = [r for r in __import__("playground.results", fromlist=["on_record"]).on_record("profile")
-                if r["provenance"]["device_count"]]
+GPU_PROFILES = [r for r in results.on_record("profile") if r["provenance"]["device_count"]]
 
 
 @pytest.mark.parametrize("record", GPU_PROFILES, ids=lambda r: f"{r['model']['batch']} x {r['model']['seq_len']}")
