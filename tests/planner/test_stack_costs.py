@@ -100,6 +100,8 @@ def test_a_hopper_through_a_run_holds_its_sustained_share_of_the_benchmark_rate(
     assert EFFICIENCY.hopper_sustained == pytest.approx(statistics.median([730 / 797.5, 705 / 797.5, measured_here]),
                                                         abs=1e-3)
     assert EFFICIENCY.spread["hopper_sustained"][0] == measured_here
+    again = json.loads((RESULTS_DIR / "gemm-nvidia-h200-hold90.json").read_text())["held"]
+    assert again["seconds"] == 90 and again["over_short"] == pytest.approx(measured_here, abs=0.01)  # it repeats
     assert EFFICIENCY.comm_clock == pytest.approx(1575 / 1980, abs=1e-3) and EFFICIENCY.comm_share == 0.5
     alone = replace(EFFICIENCY, comm_share=0.0)
     assert sustained_rate(h100, alone) == EFFICIENCY.hopper_sustained
