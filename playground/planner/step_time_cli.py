@@ -121,8 +121,8 @@ def _power_line(r: dict) -> list[str]:
         a = r["assumptions"]
         fp8 = f", FP8 at {r['sustained_rate_fp8']:.3f}" if r["layout"]["dtype"] == "fp8" else ""
         lines.append(f"sustain  bf16 tensor cores at {r['sustained_rate']:.3f} of a short benchmark's rate through a run{fp8}\n"
-                     f"         ({r['gpu']}s at their power limit: bf16 GEMMs alone at {a['hopper_sustained']:g}, as "
-                     f"gpu-fryer's minute-long matmul measures, FP8 alone at 1;\n"
+                     f"         ({r['gpu']}s at their power limit: bf16 GEMMs alone at {a['hopper_sustained']:g}, a "
+                     f"matmul held against run briefly on three Hopper parts, FP8 alone at 1;\n"
                      + (f"         either at {a['comm_clock']:g} of the clock beside a collective, assumed for "
                         f"{a['comm_share']:g} of the step)" if r["gpus"] > 1 else
                         "         on one GPU no collective runs beside them)"))
