@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One prepared run on a GPU machine: GPU-marked tests, the benchmarks that fit the GPU count,
 # the MFU benchmark, its step profiled by kind of kernel, and the GEMM benchmark (achieved matmul TFLOP/s by shape); results (with provenance) are written under results/ and summarised.
-# Ran in about 100 s on one H200 (2026-12-04; results/*-nvidia-h200.json). On a machine without a GPU every GPU part skips,
+# Ran in about 100 s on one H200 before the profile step was added (2026-12-04; results/*-nvidia-h200.json). On a machine without a GPU every GPU part skips,
 # saying why, and the script still exits 0 (that is how the test suite checks it).
 #
 #   usage: scripts/gpu_check.sh            (PYTHON=... to pick the interpreter, RESULTS=... the folder)

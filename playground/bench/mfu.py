@@ -135,8 +135,8 @@ def run(args) -> dict:
 def formula_over_counted_expected(size: dict, device_type: str) -> float:
     """What eq-megatron over PyTorch's FLOP counter should read for a run of ``size``: the formula
     counts attention's scores 3 times a forward (forward + twice for backward).  A CPU's counter
-    does not see the fused attention at all; a GPU's sees FlashAttention's backward, which computes
-    the scores again: 3.5 forwards."""
+    does not see the fused attention at all; a GPU's sees the fused (flash) attention's backward,
+    which computes the scores again: 3.5 forwards."""
     tail = size["vocab"] / (12 * size["layers"] * size["hidden"])    # the logits, over the layers
     attention = size["seq_len"] / (6 * size["hidden"])               # the scores, over the layers
     counted = 1 + tail + (attention * 3.5 / 3 if device_type == "cuda" else 0.0)

@@ -87,7 +87,7 @@ _SOURCES = {
                 "with compute kernels', https://github.com/NVIDIA/nccl/issues/689; NVLink SHARP reaches peak "
                 "with 6 (GTC 2024, quoted in https://github.com/NVIDIA/nccl/issues/1656); DeepSeek-V3 gives its "
                 "all-to-all 20 SMs (arXiv:2412.19437 Sec. 3.2.2)",
-    "hopper_sustained": "measurements of three Hopper parts, the same 8192 x 8192 bf16 matmul held (30-60 s) "
+    "hopper_sustained": "measurements of three Hopper parts, the same 8192 x 8192 bf16 matmul held (30-90 s) "
                         "against run briefly: Hugging Face's gpu-fryer, which multiplies such matrices with cuBLAS "
                         "for 60 s by default to find throttled GPUs, lists ~730 TFLOPS for a healthy H100 80GB HBM3 "
                         "and ~705 for a GH200, " + _FRYER + ", where a short torch.matmul run of that shape on an "
