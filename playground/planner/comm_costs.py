@@ -123,19 +123,20 @@ def ring_crossing(nvlink_bytes_per_s: float, network_bytes_per_s: float, per_nod
     return "network", nics
 
 
-def _ring_link(span: int, stride: int, layout: Layout, cluster: Cluster) -> tuple[str, float]:
+def _ring_link(span: int, stride: int, layout: Layout, cluster: Cluster,
+               eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
     """The link of a ring collective (all-reduce, all-gather, reduce-scatter) over a group whose
     members lie ``stride`` ranks apart in blocks of ``span``.  Across nodes, the k members a node
     holds share the crossing over their k NICs (NCCL runs one ring per NIC): the bus bandwidth is
     k NICs' worth, unless NVLink binds first (``ring_crossing``).  nccl-tests: a DGX-1's 4 x 100 Gb/s
     NICs give an all-reduce bus bandwidth of 48 GB/s (NVIDIA/nccl-tests#29), 3 nodes of 8 A100s with
     4 x 200 Gb/s 85-96 GB/s of the 100 GB/s per node (#119); one GPU per node (TP = 8 under DP) rides
-    its own NIC only.  Which link binds is decided at the sourced rates (``EFFICIENCY``)."""
+    its own NIC only.  Which link binds is decided at ``eff``'s rates (those the prediction runs at)."""
     name, bw = _link(span, layout, cluster)
     if name == "nvlink":
         return name, bw
     per_node = 1 if stride >= cluster.gpus_per_node else min(span // stride, cluster.gpus_per_node // stride)
-    return ring_crossing(cluster.nvlink_bytes_per_s, bw, per_node)
+    return ring_crossing(cluster.nvlink_bytes_per_s, bw, per_node, eff)
 
 
 def tensor_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
@@ -150,23 +151,23 @@ def context_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]
     return _link(layout.tp * layout.cp, layout, cluster)
 
 
-def data_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+def data_parallel_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
     """The gradient all-reduce over DP x CP: members t ranks apart."""
-    return _ring_link(layout.tp * layout.cp * layout.dp, layout.tp, layout, cluster)
+    return _ring_link(layout.tp * layout.cp * layout.dp, layout.tp, layout, cluster, eff)
 
 
-def shard_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+def shard_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
     """The link ZeRO-3's gathers and reduce-scatters ride: the whole DP x CP group's, or with HSDP
     its shard group's (t x g consecutive ranks: NVLink when a node holds them)."""
     if layout.shard_group:
-        return _ring_link(layout.tp * layout.shard_group, layout.tp, layout, cluster)
-    return data_parallel_link(layout, cluster)
+        return _ring_link(layout.tp * layout.shard_group, layout.tp, layout, cluster, eff)
+    return data_parallel_link(layout, cluster, eff)
 
 
-def replica_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
+def replica_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
     """HSDP's all-reduce across replicas: members a shard group (t x g ranks) apart."""
     stride = layout.tp * (layout.shard_group or layout.dp * layout.cp)
-    return _ring_link(layout.tp * layout.cp * layout.dp, stride, layout, cluster)
+    return _ring_link(layout.tp * layout.cp * layout.dp, stride, layout, cluster, eff)
 
 
 def expert_parallel_link(layout: Layout, cluster: Cluster) -> tuple[str, int]:

@@ -42,11 +42,15 @@ __all__ = ["link_bandwidth", "data_parallel_tokens", "fsdp_tokens", "tensor_para
 LINKS = ("nvlink", "network")
 
 
+def _check_link(link: str) -> None:
+    if link not in LINKS:
+        raise ValueError(f"link must be one of {', '.join(LINKS)}, got {link!r}")
+
+
 def link_bandwidth(gpu, link: str, per_node: int = 1) -> float:
     """One direction of ``link`` ("nvlink" inside a node, "network" across nodes) per GPU, bytes/s;
     across nodes, the ring bandwidth of a group holding ``per_node`` GPUs of each node."""
-    if link not in LINKS:
-        raise ValueError(f"link must be one of {', '.join(LINKS)}, got {link!r}")
+    _check_link(link)
     gpu = hardware.gpu(gpu)
     if link == "nvlink":
         return gpu.nvlink_bytes_per_s
@@ -56,7 +60,7 @@ def link_bandwidth(gpu, link: str, per_node: int = 1) -> float:
 def _flops_per_byte(gpu, link: str, eff: Efficiency, dtype: str, per_node: int = 1) -> float:
     gpu = hardware.gpu(gpu)
     compute = eff.gemm * sustained_rate(gpu, eff, dtype) * peak_flops(gpu, dtype)
-    link_bandwidth(gpu, link)   # a bad link name is refused
+    _check_link(link)
     binds, bw = ("nvlink", gpu.nvlink_bytes_per_s) if link == "nvlink" else \
         ring_crossing(gpu.nvlink_bytes_per_s, gpu.network_bytes_per_s, per_node, eff)
     return compute / (eff.link_rate(binds) * bw)

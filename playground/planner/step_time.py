@@ -202,9 +202,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     kinds = [False, True] if model.is_moe else [False]
     costs = {moe: _layer_costs(model, cluster, layout, eff, moe) for moe in kinds}
     dense_total = model.layers - model.moe_layers
-    dp_link, dp_bw = data_parallel_link(layout, cluster)
+    dp_link, dp_bw = data_parallel_link(layout, cluster, eff)
     shard_n = layout.sharding_degree if layout.zero_stage == 3 else 1
-    shard_name, shard_bw = shard_link(layout, cluster)
+    shard_name, shard_bw = shard_link(layout, cluster, eff)
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
     tokens, vocab = layout.micro_batch * s / layout.cp, -(-model.vocab // t)
@@ -247,8 +247,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     expert_dp = layout.expert_dp
     if layout.zero_stage == 3:   # reduce-scattered layer by layer above; HSDP adds the replica all-reduce
         replicas = layout.dp * layout.cp // shard_n
+        replica_name, replica_bw = replica_link(layout, cluster, eff)
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes / shard_n, replicas,
-                              replica_link(layout, cluster)[1], eff, replica_link(layout, cluster)[0]) \
+                              replica_bw, eff, replica_name) \
             if replicas > 1 else 0.0
         gather_t = 0.0
     elif layout.zero_stage in (1, 2):  # distributed optimizer: reduce-scatter the gradients, each rank

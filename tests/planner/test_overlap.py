@@ -1,6 +1,7 @@
 """When communication hides: each threshold is the break-even of the step-time model's own costs."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -79,3 +80,14 @@ def test_fsdp_over_whole_nodes_shares_the_crossing_over_every_nic():
     assert shard_link(Layout(1, 1, 64, zero_stage=3), h) == ("nvlink", h100.nvlink_bytes_per_s)
     assert data_parallel_link(Layout(8, 1, 8), h) == ("network", h100.network_bytes_per_s)
     assert data_parallel_link(Layout(2, 1, 32), h) == ("network", 4 * h100.network_bytes_per_s)
+
+def test_the_binding_link_is_chosen_at_the_rates_the_prediction_runs_at():
+    """A results file that measured slower NICs moves the choice: at NCCL's sourced 0.94 an H100
+    node's eight NICs outrun NVLink, at half that they bind the ring over whole nodes."""
+    from playground.planner.costs import Cluster, Layout, shard_link
+    h100, fsdp = Cluster.of("H100"), Layout(1, 1, 64, zero_stage=3)
+    assert shard_link(fsdp, h100)[0] == "nvlink"
+    slow_nics = replace(EFFICIENCY, network=EFFICIENCY.network / 2)
+    assert shard_link(fsdp, h100, slow_nics) == ("network", 8 * h100.network_bytes_per_s)
+    with pytest.raises(ValueError, match="link must be one of"):
+        fsdp_tokens("H100", "infiniband")
