@@ -1,0 +1,46 @@
+"""Chapter 6's exercise solutions quote what their code prints: run each self-contained one and hold
+the quoted numbers to its output, so a changed constant cannot leave a solution saying the old value."""
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "06_throughput.ipynb"
+
+# each solution's label -> the numbers its prose says the code prints
+QUOTED = {
+    "ex-throughput-bf16-loss": ("4.6", "76.5"),
+    "ex-throughput-fp8-weight-cache": ("1.24", "5.25", "4.96", "5.5"),
+    "ex-throughput-tp-overlap": ("9.42", "0.24", "10.17", "0.99", "10.93", "1.74", "7.5", "13.5"),
+    "ex-throughput-ring-crossing": ("200", "450", "400"),
+    "ex-throughput-comm-clock": ("5.86", "6.14", "1.048", "4.26", "4.56", "1.070"),
+}
+
+
+def _solutions() -> dict[str, str]:
+    cells = json.loads(CHAPTER.read_text())["cells"]
+    markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return {block.split("\n", 1)[0].strip(): block
+            for block in re.findall(r"````\{solution\}(.*?)\n````", markdown, re.S)}
+
+
+def _prints(code: str) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "<solution>", "exec"), {})   # noqa: S102 - the chapter's own code
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("label", sorted(QUOTED))
+def test_a_solution_quotes_what_its_code_prints(label):
+    block = _solutions()[label]
+    prose = block.split("```python", 1)[0] + block.rsplit("```", 1)[-1]
+    printed = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", _prints(re.search(r"```python\n(.*?)```", block, re.S)[1]))]
+    for quoted in QUOTED[label]:
+        assert quoted in prose, f"{label}: the prose no longer quotes {quoted}"
+        decimals = len(quoted.partition(".")[2])
+        assert any(f"{x:.{decimals}f}" == quoted for x in printed), f"{label}: prints no {quoted}"
