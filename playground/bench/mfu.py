@@ -146,7 +146,8 @@ def formula_over_counted_expected(size: dict, device_type: str) -> float:
 def predicted(record: dict) -> dict:
     """The step-time model's prediction (``predict_range``: value and range) for a GPU record's run,
     set up as the bench runs it: one GPU, the course's GPT (untied logits, learned positions, a 4h
-    GELU MLP), eager PyTorch kernels, no recomputation, one micro-batch, and the fused attention
+    GELU MLP), eager PyTorch kernels under bf16 autocast over its fp32 weights (``autocast_fp32``: each
+    weight cast where used, the residual stream fp32), no recomputation, one micro-batch, and the fused attention
     PyTorch's SDPA ran there: on the H200 of the records, cuDNN's (``bench profile`` names its
     kernels), FlashAttention-3's class (``"fa3"``; before Hopper the model prices either as
     FlashAttention-2)."""
@@ -154,6 +155,6 @@ def predicted(record: dict) -> dict:
     model = Model(size["layers"], size["hidden"], size["heads"], vocab=size["vocab"], seq_len=size["seq_len"],
                   tied_embeddings=False, name="the course's GPT")
     layout = Layout.today(micro_batch=size["batch"], global_batch=size["batch"], kernels="eager",
-                          attention_kernel="fa3")
+                          attention_kernel="fa3", autocast_fp32=True)
     return predict_range(model, Cluster.of(record["gpu_in_table"]), layout)
 

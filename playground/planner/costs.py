@@ -24,12 +24,23 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            ring_network_bandwidth, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
 
-__all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "layer_gemms",
+__all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
            "dispatch_time", "memory_per_gpu", "peak_flops", "causal_executed", "module_recompute_time"]
+
+# HBM bytes per element of a layer's residual stream (T x h) under bf16 autocast over fp32 weights
+# (``Layout.fp32_stream``), forward and backward together, charged a third per pass as every
+# element-wise kernel is: the embedding's output is fp32, so the stream stays fp32.  Forward, each of
+# the two norms reads and writes fp32 (8) and its output is cast to bf16 for the GEMM that follows
+# (4 + 2), each residual add reads the fp32 stream and the bf16 branch and writes fp32 (10): 48.
+# Backward, each add's gradient is cast to bf16 for its branch (6) and the GEMM's bf16 input
+# gradient back to fp32 (6), each norm's backward reads dy and x and writes dx (12), and the stream's
+# two gradients are summed (12): 72.  120 in all, charged as 40 a pass (the bf16 stream: 14).
+FP32_STREAM_BYTES = 40
+
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
     """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
@@ -109,7 +120,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
                          + gemm_time(c, K, N, M, gpu, eff, layout.dtype, out_bytes=8)) * pace(name)
                         for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
-    if layout.fp32_gather:   # autocast casts each fp32 weight to bf16 where it is used: read 4 B, write 2
+    if layout.fp32_stream:   # autocast casts each fp32 weight to bf16 where it is used: read 4 B, write 2
         cast += 6 * sum(c * K * N for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
         executed = causal_executed(s, keys)  # 128 x 128 blocks: the diagonal ones run whole
@@ -120,8 +131,9 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         attn_t = sum(gemm_time(*g[1:], gpu, eff) for g in core)
         # softmax read+write (4), dropout read+write+mask (5) per score
         scores_bytes = (9 if layout.dropout else 4) * a * T * keys / t
-    # 2 norms (4 T h each) and 2 residual adds (3 T h each; 7 with bias-dropout-add)
-    replicated = (22 if layout.dropout else 14) * T * h
+    # 2 norms (4 T h each) and 2 residual adds (3 T h each; 7 with bias-dropout-add); the fp32 stream
+    # of autocast over fp32 weights moves FP32_STREAM_BYTES instead
+    replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else 14) + (8 if layout.dropout else 0)) * T * h
     if layout.sequence_parallel:
         replicated /= t
     if moe:
@@ -131,7 +143,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         width = model.ffn_width
     mlp_act = activation_bytes(model, T, width, t)
     if layout.kernels == "eager":
-        replicated += eager_extra_bytes(model, T, layout.tp if layout.sequence_parallel else 1)
+        replicated += eager_extra_bytes(model, T, layout.tp if layout.sequence_parallel else 1, layout.fp32_stream)
         mlp_act += 4 * T * width / t if model.gated_mlp else 0            # silu, then the product apart
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
@@ -200,18 +212,20 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
                              if name not in ATTENTION_CORE)
 
 
-def eager_extra_bytes(model: Model, tokens: float, split: int = 1) -> float:
+def eager_extra_bytes(model: Model, tokens: float, split: int = 1, fp32_stream: bool = False) -> float:
     """HBM bytes an eager (uncompiled, unfused) block's two RMSNorms move beyond a fused kernel's.
 
     PyTorch's composite RMSNorm runs as separate kernels, each reading and writing the whole
     activation: upcast to fp32 (2 + 4 B per element), square (4 + 4), mean (4), scale (4 + 4),
-    weight (4 + 4), downcast (4 + 2): 40 B against a fused kernel's 4.  LayerNorm has one native
+    weight (4 + 4), downcast (4 + 2): 40 B against a fused kernel's 4.  On an fp32 stream
+    (``fp32_stream``) there is no upcast, and its read, the norm's write and the downcast are the
+    stream's own (``FP32_STREAM_BYTES``: 14 per norm): 34 against 14.  LayerNorm has one native
     kernel and costs nothing extra.  (``layer_forward`` adds the other eager extras: SwiGLU's silu
     and product apart, +4 B per MLP element, and RoPE on Q and K, 20 B per element: upcast, complex
     multiply, downcast.)"""
     if model.norm != "rmsnorm":
         return 0.0
-    return 2 * (40 - 4) * tokens * model.hidden / split
+    return 2 * ((34 - 14) if fp32_stream else (40 - 4)) * tokens * model.hidden / split
 
 
 def _layer_flops(model: Model, moe: bool) -> tuple[float, float]:

@@ -97,6 +97,8 @@ class Layout:
     fp8_gather: bool = False         # FSDP all-gathers weights in float8 (1 byte each; torchtitan's option)
     fp32_gather: bool = False        # FSDP keeps and all-gathers the weights in fp32, 4 bytes each (FSDP1 without
                                      # a param_dtype under autocast: Composer's DEFAULT, plain Accelerate)
+    autocast_fp32: bool = False      # bf16 autocast over weights kept in fp32 (plain PyTorch AMP, no param_dtype):
+                                     # each weight cast where used, the residual stream in fp32; fp32_gather implies it
     fp8_activations: bool = False    # linear layers' saved inputs kept in FP8, 1 byte each (DeepSeek-V3 Sec. 3.3.4)
     fp8_weight_cache: bool = True    # FP8 outside ZeRO-3: each weight cast (and transposed) on a step's first
                                      # micro-batch, reused by the rest (Transformer Engine's is_first_microbatch,
@@ -160,6 +162,12 @@ class Layout:
         return self.tp * self.cp * self.dp // (self.ep * self.expert_tp_degree)
 
     @property
+    def fp32_stream(self) -> bool:
+        """Autocast over fp32 weights (``autocast_fp32``, or FSDP's ``fp32_gather``): each weight is
+        cast to bf16 where used, and the residual stream the embedding starts stays in fp32."""
+        return self.autocast_fp32 or self.fp32_gather
+
+    @property
     def sharding_degree(self) -> int:
         """Ranks that shard the dense weights' ZeRO states: DP x CP (Megatron's distributed
         optimizer), or the HSDP shard group."""
@@ -181,6 +189,7 @@ class Layout:
                                          (self.pp > 1 and self.vpp > 1 and not self.p2p_overlap,
                                           "PP transfers exposed"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
+                                         (self.autocast_fp32 and not self.fp32_gather, "autocast over fp32 weights"),
                                          (self.fp8_activations, "FP8 activations"),
                                          (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
                                           "FP8 weights cast every micro-batch"),

@@ -74,6 +74,9 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--fp32-gather", action=_BOOL, default=None, help="FSDP keeps and all-gathers the weights "
                      "in fp32, 4 bytes per weight, autocast casting them where used (FSDP1 without a param_dtype: "
                      "Composer's DEFAULT mixed precision) (default: off, bf16 gathers)")
+    lay.add_argument("--autocast-fp32", action=_BOOL, default=None, help="weights kept in fp32 under bf16 "
+                     "autocast (plain PyTorch AMP, no param_dtype): each weight cast to bf16 where it is used, the "
+                     "residual stream and its norms in fp32; --fp32-gather implies it (default: off, bf16 weights)")
     lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
                      "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
                      "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
@@ -137,7 +140,8 @@ def layout_knobs(opts) -> dict:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "p2p_overlap",
-                "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "loss_fp32"):
+                "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
+                "loss_fp32"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

@@ -177,8 +177,8 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "in all but one stack that published such runs (FSDP, HSDP and data parallelism, A100, H100 and B200, "
            "bf16 and FP8) they ran slower than predicted, while most of those stacks' runs that recompute fit; a "
            "profile of one such run (the course's GPT on an H200, eager autocast over fp32 weights; chapter 5) priced "
-           "its matrix work within 5% and found its element-wise kernels at 3.6x their charge: read the time as "
-           "optimistic"),
+           "its matrix work within 5% and its element-wise kernels at 1.7x their charge, the fp32 residual stream "
+           "counted: read the time as optimistic"),
           ("a dense model on Hopper GPUs", _dense_on_hopper,
            "the misses follow the share of the step the layers' GEMMs and attention take, not element-wise work or "
            "communication (chapter 6), as if Hopper tensor cores ran slower in a training step than in the "

@@ -53,13 +53,16 @@ def test_a_gpu_profile_on_record_accounts_for_the_whole_step(record):
 
 
 @pytest.mark.parametrize("record", GPU_PROFILES, ids=lambda r: f"{r['model']['batch']} x {r['model']['seq_len']}")
-def test_the_model_prices_the_matrix_units_and_the_optimizer_but_not_eager_element_wise_work(record):
+def test_the_model_prices_the_matrix_units_and_the_optimizer_and_undercharges_eager_element_wise_work(record):
     """Against the step-time model for the same run: the matrix units (products, attention, logits)
-    and the fused optimizer within a tenth; eager autocast's element-wise kernels (fp32 residual stream
-    and norms, weight casts, unfused GELU) take more than three times what the model charges."""
+    and the fused optimizer within a tenth.  Eager autocast's element-wise kernels take 1.5-2x what
+    the model charges with the fp32 residual stream and the weight casts counted (``autocast_fp32``),
+    where without them they took more than three times it: the stream is most of the miss, and
+    what is left (unfused GELU and bias gradients, casts below the streaming rate) is not counted."""
     from playground.bench.profile import predicted_groups
     predicted = predicted_groups(record)
     measured = record["groups_measured_s"]
-    for group in ("matrix units (products, attention, logits)", "optimizer"):
-        assert measured[group] / predicted[group] == pytest.approx(1, abs=0.1), group
-    assert measured["element-wise, norms and loss"] > 3 * predicted["element-wise, norms and loss"]
+    group = "element-wise, norms and loss"
+    for matrix_or_optimizer in ("matrix units (products, attention, logits)", "optimizer"):
+        assert measured[matrix_or_optimizer] / predicted[matrix_or_optimizer] == pytest.approx(1, abs=0.1)
+    assert 1.5 < measured[group] / predicted[group] < 2

@@ -445,3 +445,25 @@ def test_fsdp1_weights_kept_in_fp32_gather_four_bytes_each_and_hold_fp32_buffers
         predict(LLAMA, H100, replace(lay, fp8_gather=True))
     with pytest.raises(PlanError, match="need ZeRO stage 3"):
         predict(LLAMA, H100, replace(lay, zero_stage=1))
+
+
+def test_autocast_over_fp32_weights_keeps_the_residual_stream_in_fp32():
+    """Plain PyTorch AMP over fp32 weights (``autocast_fp32``; FSDP's ``fp32_gather`` implies it):
+    each weight is cast to bf16 where it is used (6 B a weight a pass), and the stream the fp32
+    embedding starts stays fp32 (FP32_STREAM_BYTES, 40 B per element a pass, against the bf16
+    stream's 14).  A composite RMSNorm on that stream has no upcast of its own (20 B beyond the
+    stream per norm, not 36)."""
+    from playground.planner.costs import FP32_STREAM_BYTES, layer_forward
+    from playground.planner.gemms import ATTENTION_CORE
+    lay = Layout.today(1, 1, 8, micro_batch=2, global_batch=16)
+    T, h, gpu = 2 * LLAMA.seq_len, LLAMA.hidden, H100.gpu
+    hbm = EFFICIENCY.hbm * gpu.hbm_bytes_per_s
+    weights = sum(c * K * N for name, c, M, N, K in layer_gemms(LLAMA, 2, 1, 1, 1, False) if name not in ATTENTION_CORE)
+    bf16, fp32 = (layer_forward(LLAMA, replace(lay, autocast_fp32=on), gpu, EFFICIENCY)["elementwise"]
+                  for on in (False, True))
+    assert fp32 - bf16 == pytest.approx(((FP32_STREAM_BYTES - 14) * T * h + 6 * weights) / hbm)
+    assert replace(FSDP8, fp32_gather=True).fp32_stream and not FSDP8.fp32_stream
+    eager = replace(lay, kernels="eager")
+    assert eager_extra_bytes(LLAMA, T, 1, fp32_stream=True) == pytest.approx(2 * 20 * T * h)
+    assert eager_extra_bytes(LLAMA, T) == pytest.approx(2 * 36 * T * h)
+    assert predict(LLAMA, H100, replace(eager, autocast_fp32=True))["step_time_s"] > predict(LLAMA, H100, eager)["step_time_s"]
