@@ -149,12 +149,11 @@ def predicted(record: dict) -> dict:
     GELU MLP), eager PyTorch kernels under bf16 autocast over its fp32 weights (``autocast_fp32``: each
     weight cast where used, the residual stream fp32), no recomputation, one micro-batch, and the fused attention
     PyTorch's SDPA ran there: on the H200 of the records, cuDNN's (``bench profile`` names its
-    kernels), FlashAttention-3's class (``"fa3"``; before Hopper the model prices either as
-    FlashAttention-2)."""
+    kernels: ``"cudnn"``; before Hopper the model prices it as FlashAttention-2)."""
     size = record["model"]
     model = Model(size["layers"], size["hidden"], size["heads"], vocab=size["vocab"], seq_len=size["seq_len"],
                   tied_embeddings=False, name="the course's GPT")
     layout = Layout.today(micro_batch=size["batch"], global_batch=size["batch"], kernels="eager",
-                          attention_kernel="fa3", autocast_fp32=True)
+                          attention_kernel="cudnn", autocast_fp32=True)
     return predict_range(model, Cluster.of(record["gpu_in_table"]), layout)
 

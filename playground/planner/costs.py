@@ -81,15 +81,15 @@ def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_byt
 
 def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY) -> float:
     """Fraction of the dense peak a fused attention kernel reaches on the FLOPs it executes:
-    FlashAttention-3 / cuDNN (``attention_kernel="fa3"``) on Hopper and later, FlashAttention-2 on
+    FlashAttention-3 (``attention_kernel="fa3"``) or cuDNN's (``"cudnn"``) on Hopper and later, FlashAttention-2 on
     Hopper at its lower rate, FlashAttention-2 elsewhere (the fastest kernel before Hopper), or the
     first FlashAttention and its Triton port (``"fa1"``, 2022-23's)."""
     arch = getattr(gpu, "architecture", "")
     if layout.attention_kernel == "fa1":   # FlashAttention-1 class; on Hopper slowed as FA2 is there
         return eff.attention_fa1 * (eff.attention_fa2_hopper / eff.attention_fa2 if arch == "hopper" else 1)
     if arch in ("hopper", "blackwell"):
-        rate = eff.attention_fa3 if layout.attention_kernel == "fa3" else \
-            (eff.attention_fa2_hopper if arch == "hopper" else eff.attention_fa2)
+        rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(
+            layout.attention_kernel, eff.attention_fa2_hopper if arch == "hopper" else eff.attention_fa2)
     else:
         rate = eff.attention_fa2
     return rate

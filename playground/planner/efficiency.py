@@ -69,9 +69,14 @@ _SOURCES = {
                      "causal forward 423 / 521 / 579 / 602 / 616 TFLOPS at 1K-16K, backward 424 / 501 / 542 / 559 / "
                      "561; cuDNN's 410 / 484 / 518 / 529 / 539 and 408 / 465 / 499 / 518 / 516 (Shah et al. 2024, "
                      "https://arxiv.org/abs/2407.08608, Sec. 4.1); composed as for FlashAttention-2, FlashAttention-3 "
-                     "reaches 0.56 of the dense peak at 4K and cuDNN 0.51; 0.55 taken for the class (cuDNN's fused "
-                     "attention is what Transformer Engine runs), spread from cuDNN at 1K (0.41) to FlashAttention-3 "
-                     "at 16K (0.58)",
+                     "reaches 0.56 of the dense peak at 4K, spread from 1K (0.43) to 16K (0.58)",
+    "attention_cudnn": "published measurement: cuDNN's fused attention in the same figures (H100 SXM5, head dim "
+                       "128): causal forward 410 / 484 / 518 / 529 / 539 TFLOPS at 1K-16K, backward 408 / 465 / 499 / "
+                       "518 / 516 (Shah et al. 2024, https://arxiv.org/abs/2407.08608, Sec. 4.1); composed as for "
+                       "FlashAttention-2, 0.51 of the dense peak at 4K, spread from 1K (0.41) to 16K (0.53); the "
+                       "kernel Transformer Engine selects on Hopper ('Select FusedAttention on sm90', "
+                       "transformer_engine/pytorch/attention.py at v1.5, context parallelism included) and PyTorch's "
+                       "SDPA ran on the H200 of chapter 5",
     "tp_overlap_hidden": "published measurements, read as a spread: the share of an overlapped tensor-parallel "
                          "collective's covered time (what the GEMM beside it covers) that the overlap takes off the "
                          "step; 1, the accounting, is the nominal.  torchtitan's async-TP tables of June 2025 (Llama "
@@ -182,7 +187,8 @@ _SPREAD = {
     "attention_fa2": (0.50, 0.73),   # the FA2 abstract's range on A100
     "attention_fa1": (0.25, 0.40),   # the FA2 abstract's range for FlashAttention-1
     "attention_fa2_hopper": (0.26, 0.33),  # FA2 on H100 at 1K ... 16K tokens (FA3 paper's figures)
-    "attention_fa3": (0.41, 0.58),   # cuDNN at 1K ... FA3 at 16K tokens (the same figures)
+    "attention_fa3": (0.43, 0.58),   # FA3 at 1K ... 16K tokens (the same figures)
+    "attention_cudnn": (0.41, 0.53),  # cuDNN at 1K ... 16K tokens (the same figures)
     "hbm": (0.75, 0.84),          # the A100 memory copy ... the H100 Nsight study's coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "network": (0.92, 0.96),      # NDR's 46 ... 48 GB/s per 400 Gb/s NIC
@@ -215,7 +221,8 @@ class Efficiency:
     attention_fa2: float = 0.55         # fused attention, fraction of dense peak on the FLOPs it executes
     attention_fa1: float = 0.325        # FlashAttention-1 and its Triton port (2022-23)
     attention_fa2_hopper: float = 0.32  # FlashAttention-2 on Hopper (no wgmma/TMA)
-    attention_fa3: float = 0.55         # FlashAttention-3 / cuDNN fused attention on Hopper and later
+    attention_fa3: float = 0.56         # FlashAttention-3 on Hopper and later
+    attention_cudnn: float = 0.51       # cuDNN's fused attention (Transformer Engine's, SDPA's cuDNN backend)
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
     link: float = 0.80        # NCCL bus bandwidth over NVLink, fraction of its datasheet rate
     network: float = 0.94     # NCCL bus bandwidth across nodes, fraction of the NICs' line rate

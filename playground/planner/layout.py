@@ -76,7 +76,8 @@ class Layout:
                                      # () is its default, ("core_attn",); ignored by the other policies
     sequence_parallel: bool = False
     flash_attention: bool = False
-    attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3, cuDNN) or fa2 (PyTorch SDPA);
+    attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3), cudnn (Transformer Engine's,
+                                     # SDPA's cuDNN backend) or fa2 (PyTorch SDPA's flash backend);
                                      # fa1: FlashAttention-1 and its Triton port (2022-23)
     overlap_grad_reduce: bool = False  # Megatron-LM of 2021 reduced gradients after the flush
     scatter_gather: bool = True      # p2p sends 1/t of the activation per TP rank (Narayanan Sec. 4.1)
@@ -183,6 +184,7 @@ class Layout:
         stack = [label for on, label in ((self.dtype == "fp8", "FP8 GEMMs"), (self.kernels == "eager", "eager kernels"),
                                          (self.flash_attention and self.attention_kernel in ("fa1", "fa2"),
                                           f"FlashAttention-{self.attention_kernel[-1]}"),
+                                         (self.flash_attention and self.attention_kernel == "cudnn", "cuDNN attention"),
                                          (self.tp > 1 and self.tp_overlap != "none", f"TP overlap {self.tp_overlap}"),
                                          (self.zero_stage == 3 and self.fsdp_gather == "tensor", "per-tensor gathers"),
                                          (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"),
@@ -301,8 +303,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if isinstance(layout.moe_imbalance, bool) or not isinstance(layout.moe_imbalance, (int, float)) \
             or not math.isfinite(layout.moe_imbalance) or layout.moe_imbalance < 1:
         raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
-    if layout.attention_kernel not in ("fa1", "fa2", "fa3"):
-        raise PlanError(f"attention_kernel must be fa1, fa2 or fa3, got {layout.attention_kernel!r}")
+    if layout.attention_kernel not in ("fa1", "fa2", "fa3", "cudnn"):
+        raise PlanError(f"attention_kernel must be fa1, fa2, fa3 or cudnn, got {layout.attention_kernel!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):

@@ -15,10 +15,12 @@ has no NVL72 rack (72 GPUs on one NVLink domain).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gpt_oss
-from playground.planner.published_row import PublishedStackRun, llama31
+from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200"]
@@ -38,6 +40,7 @@ _NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation o
 def _bridge(name, gpu, model, layout, tps, tflops, note="", misfit=""):
     # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
     # over DDP without it and with it, never ZeRO-3)
+    layout = replace(layout, attention_kernel=TE_ATTENTION)
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch",) if layout.ep > 1 else ())
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]

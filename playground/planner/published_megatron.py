@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from playground.planner.costs import Layout, Model
 from playground.planner.flops import megatron_core_flops_per_token
-from playground.planner.published_row import PublishedStackRun
+from playground.planner.published_row import TE_ATTENTION, PublishedStackRun
 
 __all__ = ["MEGATRON_WEAK_SCALING", "megatron_gpt"]
 
@@ -42,7 +42,7 @@ def megatron_gpt(layers: int, hidden: int, heads: int, name: str) -> Model:
 def _row(size, heads, hidden, layers, tp, pp, dp, gpus, batch, tflops):
     model = megatron_gpt(layers, hidden, heads, f"GPT {size}")
     layout = Layout.today(tp, pp, dp, micro_batch=1, global_batch=batch, grad_reduce="fp32",
-                          tp_overlap="all" if tp > 1 else "none")
+                          tp_overlap="all" if tp > 1 else "none", attention_kernel=TE_ATTENTION)
     assert layout.gpus == gpus, (size, layout.gpus, gpus)
     tokens = tflops * 1e12 / megatron_core_flops_per_token(model)
     return PublishedStackRun(f"GPT {size}, {gpus} H100, TP {tp} PP {pp} DP {dp}", _STACK, _SOURCE, "H100", model,

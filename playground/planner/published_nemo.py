@@ -38,7 +38,7 @@ from playground.planner.architecture import Model
 from playground.planner.flops import megatron_core_flops_per_token
 from playground.planner.layout import Layout
 from playground.planner.presets import preset
-from playground.planner.published_row import PublishedStackRun, llama2, llama31
+from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, llama2, llama31
 
 __all__ = ["NEMO_2407", "NEMO_2403_LONG", "NEMO_2409_DGXC"]
 
@@ -55,7 +55,8 @@ def _gpt3(layers, hidden, heads, name):
 
 def _row(name, model, gpus, batch, micro, tp, pp, cp, vp, tps):
     dp = gpus // (tp * pp * cp)
-    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=micro, global_batch=batch, vpp=vp, dtype="fp8")
+    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=micro, global_batch=batch, vpp=vp, dtype="fp8",
+                          attention_kernel=TE_ATTENTION)
     label = f"{name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") + (f" VP {vp}" if vp > 1 else "")
     return PublishedStackRun(label, "NeMo 24.07 (Megatron-Core, FP8)", _SOURCE, "H100", model, layout, _UNSTATED,
                              tokens_per_s_per_gpu=tps, note=_NOTE, cite="nvidia2024nemoperf")
@@ -90,7 +91,7 @@ _LONG_NOTE = ("FP8 (Transformer Engine 1.5) on the linear layers, cuDNN fused at
 
 def _long_row(k_tokens, gpus, batch, tp, pp, dp, cp, tflops):
     model = replace(llama2("7b"), seq_len=k_tokens * 1024)
-    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=1, global_batch=batch, dtype="fp8")
+    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=1, global_batch=batch, dtype="fp8", attention_kernel=TE_ATTENTION)
     tokens = tflops * 1e12 / megatron_core_flops_per_token(model)
     label = f"LLAMA2-7B, {k_tokens}K, {gpus} H100, TP {tp} PP {pp} DP {dp} CP {cp}"
     return PublishedStackRun(label, "NeMo 24.03 long sequences (Megatron-Core, FP8, CP)", _LONG_SOURCE, "H100",
@@ -116,7 +117,7 @@ def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp
     dp = gpus // (tp * pp * cp)
     layout = Layout.today(tp, pp, dp, cp=cp, ep=ep, micro_batch=micro, global_batch=batch, vpp=vp, dtype=dtype,
                           recompute=recompute, tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, grad_reduce="bf16",
-                          **extra)
+                          attention_kernel=TE_ATTENTION, **extra)
     label = f"{model.name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") \
         + (f" EP {ep}" if ep > 1 else "") + (f" VP {vp}" if vp > 1 else "") + f", {'FP8' if dtype == 'fp8' else 'BF16'}"
     note = _DGXC_NOTE.format(container=container, recompute=f"recompute {recompute}",

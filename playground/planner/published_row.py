@@ -11,7 +11,12 @@ from dataclasses import replace
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 from playground.planner.presets import preset
 
-__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2", "llama31"]
+__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2", "llama31", "TE_ATTENTION"]
+
+
+# Transformer Engine's attention on Hopper and Blackwell: cuDNN's fused kernel (TE selects it over
+# FlashAttention on sm90, context parallelism included; transformer_engine/pytorch/attention.py, v1.5)
+TE_ATTENTION = "cudnn"
 
 
 @dataclass(frozen=True)

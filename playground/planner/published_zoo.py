@@ -11,9 +11,11 @@ over DP 128, FP8, no TP) and its pre-training's GPU hours, which give its tokens
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
-from playground.planner.published_row import PublishedStackRun
+from playground.planner.published_row import TE_ATTENTION, PublishedStackRun
 
 __all__ = ["MOE_MODEL_ZOO", "DEEPSEEK_V3", "QWEN3_235B", "qwen3_moe"]
 
@@ -74,6 +76,8 @@ MOE_MODEL_ZOO = (
                       "the embedding and the loss a chunk each" + _NORM_ACT,
                       cite="nvidia2025moemodelzoo"),
 )
+# Megatron-Core on Transformer Engine: cuDNN's fused attention on the H100s
+MOE_MODEL_ZOO = tuple(replace(r, layout=replace(r.layout, attention_kernel=TE_ATTENTION)) for r in MOE_MODEL_ZOO)
 
 # ----------------------------------------------------------------------------- DeepSeek-V3
 _DEEPSEEK = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437: Sec. 3.1-3.2 (2,048 H800; PP 16 "

@@ -206,15 +206,18 @@ def test_the_attention_kernel_runs_the_causal_half_at_its_measured_rate():
     from playground.planner.costs import attention_efficiency, layer_forward
     long = replace(LLAMA, seq_len=32768)
     lay = Layout.today(1, 1, 8, micro_batch=1, global_batch=8, zero_stage=3)
-    fa2, fa3 = (replace(lay, attention_kernel=k) for k in ("fa2", "fa3"))
+    fa2, fa3, cudnn = (replace(lay, attention_kernel=k) for k in ("fa2", "fa3", "cudnn"))
     assert attention_efficiency(hardware.gpu("H100"), fa2) == EFFICIENCY.attention_fa2_hopper
     assert attention_efficiency(hardware.gpu("H100"), fa3) == EFFICIENCY.attention_fa3
+    # Transformer Engine's cuDNN kernel, a little behind FlashAttention-3 in the same figures
+    assert attention_efficiency(hardware.gpu("H100"), cudnn) == EFFICIENCY.attention_cudnn < EFFICIENCY.attention_fa3
     fa1 = replace(lay, attention_kernel="fa1")   # the first FlashAttention: 25-40% of peak on A100
     assert attention_efficiency(hardware.gpu("A100-80GB"), fa1) == EFFICIENCY.attention_fa1
     assert attention_efficiency(hardware.gpu("H100"), fa1) < attention_efficiency(hardware.gpu("H100"), fa2)
     assert predict(long, H100, fa1)["step_time_s"] > predict(long, H100, fa2)["step_time_s"]
     a100 = hardware.gpu("A100-80GB")   # no FlashAttention-3 before Hopper: both are FlashAttention-2
-    assert attention_efficiency(a100, fa2) == attention_efficiency(a100, fa3) == EFFICIENCY.attention_fa2
+    assert attention_efficiency(a100, fa2) == attention_efficiency(a100, fa3) == attention_efficiency(a100, cudnn) \
+        == EFFICIENCY.attention_fa2
     core = sum(2 * c * M * N * K for n, c, M, N, K in layer_gemms(long, 1, 1) if n in ("scores", "context"))
     t = layer_forward(long, fa3, hardware.gpu("H100"), EFFICIENCY)["attention"]
     executed = (1 + 128 / 32768) / 2

@@ -118,25 +118,27 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
     assert bool(lines) == flagged and not flagged
 
 
-def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_as_their_rows_replayed():
+def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_only_while_their_rows_replay_slower():
     """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: the published
-    rows of that kind replayed slower than predicted in every stack but Megatron-Bridge (one FSDP run on
-    8 GPUs), so a plan of that kind says how much
-    (computed from the rows); recomputing, tensor parallelism or a MoE leave the kind."""
+    rows of that kind replay slower than predicted in every stack but Megatron-Bridge (one FSDP run on
+    8 GPUs).  With autocast's fp32 stream counted on llm-foundry's DEFAULT-precision rows and
+    Transformer Engine's attention priced as the cuDNN kernel it runs, they do so by less than the
+    caveat's bar at the median: the rule drops the line, and would give it again were the rows to say
+    so.  Recomputing, tensor parallelism or a MoE leave the kind."""
     from playground.planner import preset
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
     name = "a dense model without tensor parallelism or activation recomputation"
     kind = [k[0] for k in _KINDS].index(name)
     ratios = _published_ratios(kind)
-    assert len(ratios) >= 10 and statistics.median(ratios) > CAVEAT_MEDIAN
+    assert len(ratios) >= 10 and 1 < statistics.median(ratios) <= CAVEAT_MEDIAN
     assert sum(r <= 1 for r in ratios) == 1   # the caveat's "in all but one stack ... they ran slower"
     dense, h100 = preset("llama3-8b"), Cluster.of("H100")
     hsdp = Layout.today(1, 1, 64, micro_batch=2, global_batch=512, zero_stage=3, shard_group=8)
-    [line] = [x for x in validation_caveats(dense, h100, hsdp) if name in x]
-    assert f"{statistics.median(ratios):.2f}x at the median" in line and f"{ratios[0]:.2f}-{ratios[-1]:.2f}x" in line
+    assert _KINDS[kind][1](dense, h100, hsdp)
+    assert not any(name in x for x in validation_caveats(dense, h100, hsdp))
     for other in (replace(hsdp, recompute="full"), Layout.today(2, 1, 32, micro_batch=2, global_batch=512)):
-        assert not any(name in x for x in validation_caveats(dense, h100, other))
-    assert not any(name in x for x in validation_caveats(preset("mixtral-8x7b"), h100, hsdp))
+        assert not _KINDS[kind][1](dense, h100, other)
+    assert not _KINDS[kind][1](preset("mixtral-8x7b"), h100, hsdp)
 
 
 def test_transformer_engine_tp_overlap_is_no_longer_warned_once_a_hopper_holds_its_measured_rate():
