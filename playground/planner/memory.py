@@ -145,14 +145,18 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
     """Bytes one layer (an MoE layer when ``moe``) keeps for backward, per micro-batch on one GPU."""
     t, c = layout.tp, layout.cp
     tokens = model.seq_len * layout.micro_batch / c
+    # autocast over fp32 weights keeps the residual stream in fp32: a checkpointed layer's input takes 4
+    # bytes an element, 2 more than a bf16 stream's (what a norm keeps for backward depends on the norm:
+    # fp32 for PyTorch's LayerNorm under autocast, bf16 for MPT's low-precision one; bf16 taken)
+    stream = (4 - BYTES) * model.hidden * tokens / (t if layout.sequence_parallel else 1) if layout.fp32_stream else 0.0
     if layout.recompute == "full":
-        return BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1)
+        return BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1) + stream
     if layout.recompute == "op":  # the layer input, every other matmul's output, the attention output
         kept = sum(c * M * N for _, c, M, N, _k in
                    block_matmuls(model, layout.micro_batch, t, c, layout.ep, moe, layout.expert_tp_degree)[::2])
         attention_out = tokens * model.heads * model.value_head_size / t
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
-            + 4 * model.heads * tokens / t
+            + 4 * model.heads * tokens / t + stream
     modules = layout.selective_modules
     whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules,
                                     layout.fp8_activations)

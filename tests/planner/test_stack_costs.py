@@ -470,3 +470,11 @@ def test_autocast_over_fp32_weights_keeps_the_residual_stream_in_fp32():
     assert eager_extra_bytes(LLAMA, T, 1, fp32_stream=True) == pytest.approx(2 * 20 * T * h)
     assert eager_extra_bytes(LLAMA, T) == pytest.approx(2 * 36 * T * h)
     assert predict(LLAMA, H100, replace(eager, autocast_fp32=True))["step_time_s"] > predict(LLAMA, H100, eager)["step_time_s"]
+
+
+def test_a_checkpointed_layer_on_an_fp32_stream_keeps_its_input_in_fp32():
+    """Full recomputation keeps one tensor a layer, its input: on autocast's fp32 stream 4 bytes an
+    element, twice a bf16 stream's."""
+    lay = Layout.today(1, 1, 8, micro_batch=2, global_batch=16, recompute="full")
+    bf16, fp32 = (layer_activation_bytes(LLAMA, replace(lay, autocast_fp32=on)) for on in (False, True))
+    assert fp32 == pytest.approx(2 * bf16) == pytest.approx(4 * LLAMA.hidden * 2 * LLAMA.seq_len)
