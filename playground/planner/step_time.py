@@ -14,7 +14,8 @@
   core (or the modules ``recompute_modules`` names, ``costs.module_recompute_time``; ``moe`` also
   its all-to-alls), torchtitan's per-op (``"op"``) every other matmul and the element-wise kernels.
 * the fused **attention** kernel runs the causal half of the scores at its published rate
-  (``attention_kernel``: FlashAttention-2, or FlashAttention-3 / cuDNN on Hopper); a sliding-window
+  (``attention_kernel``: FlashAttention-2, or on Hopper FlashAttention-3 or cuDNN's, which Transformer
+  Engine runs); a sliding-window
   layer (``Model.sliding_window``, ``local_layers`` of them) only the band its window spans, and under
   CP only the passes its window reaches back to; a step averages the two kinds of layer.
 * a **power limit** below the TDP (``Cluster.power_limit_w``) clocks the tensor cores down to
@@ -75,9 +76,11 @@
   step where Transformer Engine caches its FP8 copy, ``fp8_weight_cache``); the attention core,
   the logits, element-wise kernels, communication and memory stay as in bf16.  MFU and HFU are
   always against the dense BF16 peak, so that an FP8 run's MFU compares with a bf16 run's.
-* weights FSDP keeps in **fp32** (``fp32_gather``) are cast to bf16 by autocast where each is used:
-  6 B per weight element each forward, twice that in backward (the gradient cast back to fp32, then
-  to bf16 for the reduction).
+* weights kept in **fp32** under bf16 autocast (``autocast_fp32``; FSDP's ``fp32_gather`` implies it)
+  are cast to bf16 where each is used: 6 B per weight element each forward, twice that in backward
+  (the gradient cast back to fp32, then to bf16 for the reduction); and the residual stream the fp32
+  embedding starts stays fp32, its norms, casts and adds moving ``costs.FP32_STREAM_BYTES`` per
+  element a pass instead of a bf16 stream's 14.
 
 The constants are in ``Efficiency`` with where each comes from; none is fitted to a row of the
 validation table (``playground.planner.published_layouts``).  Hardware numbers come from
