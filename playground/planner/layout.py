@@ -106,6 +106,9 @@ class Layout:
                                      # which Megatron-Core's schedules set); False: cast every micro-batch.  Under
                                      # ZeRO-3 every micro-batch gathers the weights again, and casts them again
     loss_fp32: bool = True           # the loss upcasts the logits to fp32 (False: computed on the bf16 logits)
+    loss_kernel: str = "upcast"      # upcast (logits.float(), then PyTorch's cross-entropy) | megatron (Megatron's
+                                     # unfused vocab-parallel chain, in place in fp32) | fused (one kernel: Megatron's
+                                     # --cross-entropy-loss-fusion, Liger's)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
     ep_overlap: bool = False         # EP all-to-alls of one micro-batch behind another's compute (Megatron-Core's
@@ -196,6 +199,7 @@ class Layout:
                                          (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
                                           "FP8 weights cast every micro-batch"),
                                          (not self.loss_fp32, "bf16 loss"),
+                                         (self.loss_kernel != "upcast", f"{self.loss_kernel} loss kernel"),
                                          (self.cp > 1 and self.cp_method != "ring", f"{self.cp_method} CP"))
                  if on]
         recompute = self.recompute + (f" ({' '.join(self.recompute_modules)})"
@@ -305,6 +309,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
     if layout.attention_kernel not in ("fa1", "fa2", "fa3", "cudnn"):
         raise PlanError(f"attention_kernel must be fa1, fa2, fa3 or cudnn, got {layout.attention_kernel!r}")
+    if layout.loss_kernel not in ("upcast", "megatron", "fused"):
+        raise PlanError(f"loss_kernel must be upcast, megatron or fused, got {layout.loss_kernel!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):

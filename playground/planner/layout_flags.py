@@ -84,6 +84,11 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--loss-fp32", action=_BOOL, default=None, help="the cross-entropy upcasts the logits to "
                      "fp32 (torchtitan, Megatron, llm-foundry); --no-loss-fp32 computes it on the bf16 logits "
                      "(NeMo AutoModel's fp32_upcast: false), 4 bytes a logit held instead of 6 (default: on)")
+    lay.add_argument("--loss-kernel", choices=("upcast", "megatron", "fused"), help="how the cross-entropy runs: "
+                     "upcast (logits.float(), then PyTorch's cross-entropy: torchtitan, llm-foundry; 36 bytes a "
+                     "logit), megatron (Megatron's unfused vocab-parallel chain in fp32, its default: 52) or fused "
+                     "(one kernel on the bf16 logits: Megatron's --cross-entropy-loss-fusion, Liger's: 6) "
+                     "(default: upcast)")
     lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
                      "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
                      "(default: 1, forced balance)")
@@ -142,7 +147,7 @@ def layout_knobs(opts) -> dict:
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
-                "loss_fp32"):
+                "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
 

@@ -20,7 +20,9 @@ a setting of its own):
 * the scatter/gather optimisation for pipeline sends;
 * gradients reduced after the pipeline flush, not overlapped with backward, and pipeline sends and
   receives waited on (Megatron-LM of 2021; its p2p overlap came in 2023);
-* no sequence parallelism and no flash attention (both postdate the paper).
+* no sequence parallelism and no flash attention (both postdate the paper);
+* Megatron's vocab-parallel cross-entropy, unfused in fp32 (``loss_kernel="megatron"``: its code then,
+  and Megatron-DeepSpeed's for BLOOM and MT-NLG; the fused loss came in 2024).
 
 Dubey et al. 2024 (arXiv:2407.21783), Table 4: Llama 3 405B on H100s at 8K context, the two rows
 without context parallelism. There "TFLOPs/GPU" is *model* FLOPs (BF16 MFU x 989 TFLOP/s), compared
@@ -89,7 +91,7 @@ class PublishedLayout:
 
 def _gpt(params_b, heads, hidden, layers, tp, pp, gpus, batch, tflops, micro_batch=1, vpp=1):
     model = Model(layers, hidden, heads, vocab=51200, seq_len=2048, params=params_b * 1e9)
-    layout = Layout(tp, pp, gpus // (tp * pp), micro_batch, batch, vpp, recompute="full")
+    layout = Layout(tp, pp, gpus // (tp * pp), micro_batch, batch, vpp, recompute="full", loss_kernel="megatron")
     return PublishedLayout(f"GPT {params_b:g}B", "narayanan2021megatron", "A100-80GB", model, layout,
                            tflops, "hardware", "Table 1")
 
@@ -136,7 +138,7 @@ def _gpt_model(layers, hidden, heads, vocab=51200):
 
 def _korthikanti(size, model, pp, gpus, batch, micro_batch, vpp, seconds, selective):
     layout = Layout(8, pp, gpus // (8 * pp), micro_batch, batch, vpp, recompute="selective" if selective else "full",
-                    sequence_parallel=selective)
+                    sequence_parallel=selective, loss_kernel="megatron")
     tflops = flops_per_step(model, layout, "none") / seconds / gpus / 1e12
     how = "selective + SP" if selective else "full recompute"
     return PublishedLayout(f"GPT {size}, {how}, {gpus:,} GPUs", "korthikanti2022reducing", "A100-80GB", model, layout,
@@ -154,7 +156,7 @@ KORTHIKANTI_DP8 = _korthikanti("530B", _K530, 35, 2240, 2240, 1, 3, 39.15, True)
 
 
 def _ptdp(params, model, pp, gpus, batch, tflops):
-    layout = Layout(8, pp, gpus // (8 * pp), 1, batch, recompute="full")
+    layout = Layout(8, pp, gpus // (8 * pp), 1, batch, recompute="full", loss_kernel="megatron")
     return PublishedLayout(f"GPT {params} PTD-P, {gpus:,} GPUs", "narayanan2021megatron", "A100-80GB", model, layout,
                            tflops, "hardware", "Table 2 (model-parallel size = TP 8 x PP)")
 
@@ -170,7 +172,8 @@ _BLOOM_OUTLIER = ("70 layers on 12 stages: Megatron-DeepSpeed's partition leaves
                   "the layout does not describe.  Replayed until 2026 with six layers plus the logits on the last "
                   "stage, a placement BLOOM never ran, it sat inside the band")
 BLOOM = PublishedLayout("BLOOM 176B, 384 GPUs", "bigscience2022tr11", "A100-80GB", _BLOOM,
-                        Layout(4, 12, 8, 2, 2048, recompute="full", zero_stage=1), 149.77, "hardware",
+                        Layout(4, 12, 8, 2, 2048, recompute="full", zero_stage=1, loss_kernel="megatron"), 149.77,
+                        "hardware",
                         "tr11-176B-ml README: iteration 85376, 104.70 s, 149.77 TFLOPs; slurm: TP 4, PP 12, MBS 2", 104.70,
                         _BLOOM_OUTLIER)
 
@@ -181,7 +184,8 @@ _MTNLG_OUTLIER = ("the same model, layout and machine ran 159 TFLOP/s per GPU in
                   "describe (which part of the stack costs it is not published), so no layout cost term can close "
                   "it without breaking the Megatron row")
 MTNLG = tuple(PublishedLayout(f"MT-NLG 530B, {n * 8:,} GPUs", "smith2022mtnlg", "A100-80GB", _MTNLG,
-                              Layout(8, 35, n * 8 // 280, 1, 1920, recompute="full"), tf, "hardware",
+                              Layout(8, 35, n * 8 // 280, 1, 1920, recompute="full", loss_kernel="megatron"), tf,
+                              "hardware",
                               "Sec. 2.4 (micro-batch not published: 1 assumed)", t, _MTNLG_OUTLIER)
               for n, t, tf in ((280, 60.1, 126), (350, 50.2, 121), (420, 44.4, 113)))
 

@@ -68,7 +68,8 @@
 * **pipeline stages**: the layers as ``layout.stage_layers`` places them; the slowest stage sets
   the pace of every micro-batch slot.
 * the **logits** on the last stage: three GEMMs, then the fp32 cross-entropy streaming
-  ``loss_bytes`` (36) per logit through HBM (10 on the bf16 logits, ``loss_fp32=False``), the
+  ``loss_bytes`` (36) per logit through HBM (10 on the bf16 logits, ``loss_fp32=False``; 52 in
+  Megatron's unfused chain and 6 fused, ``loss_kernel``), the
   vocabulary split over TP.
 * the **optimizer** step, memory-bound at ~30 bytes per parameter it owns.
 * **FP8** (``dtype="fp8"``): GEMMs at ``eta_fp8`` of the FP8 peak of the hardware table, each
@@ -109,6 +110,12 @@ __all__ = ["predict", "power_clock"]
 # ``Efficiency.loss_bytes`` is for the fp32 one: log-softmax reads its input twice and writes once
 # (6), its backward reads the saved output and writes the gradient (4)
 BF16_LOSS_BYTES = 10
+# Megatron's vocab-parallel cross-entropy unfused (``loss_kernel="megatron"``, Megatron-LM's default:
+# --cross-entropy-loss-fusion off), in place in fp32: the upcast (2 + 4), max (4), subtract (4 + 4),
+# exp (4 + 4), sum (4), divide (4 + 4, the softmax it saves), the backward's multiply (4 + 4) and
+# the cast back to bf16 (4 + 2): 52 bytes a logit.  One fused kernel (``"fused"``) reads the bf16
+# logits forward and backward and writes the gradient: 6.  (``Efficiency.loss_bytes``' spread.)
+LOSS_KERNEL_BYTES = {"megatron": 52, "fused": 6}
 
 
 def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
@@ -211,7 +218,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
     tokens, vocab = layout.micro_batch * s / layout.cp, -(-model.vocab // t)
-    loss_bytes = eff.loss_bytes if layout.loss_fp32 else BF16_LOSS_BYTES
+    loss_bytes = LOSS_KERNEL_BYTES.get(layout.loss_kernel, eff.loss_bytes if layout.loss_fp32 else BF16_LOSS_BYTES)
     logits_t = 3 * gemm_time(1, tokens, vocab, h, gpu, eff) \
         + tokens * vocab * loss_bytes / (eff.hbm * gpu.hbm_bytes_per_s)   # bf16 GEMMs, then the loss
     rows, first = [], 0

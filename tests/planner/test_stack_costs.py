@@ -342,6 +342,20 @@ def test_the_cross_entropy_streams_its_fp32_logits_through_hbm():
     assert EFFICIENCY.spread["loss_bytes"][0] < EFFICIENCY.loss_bytes < EFFICIENCY.spread["loss_bytes"][1]
 
 
+def test_megatrons_unfused_loss_moves_52_bytes_a_logit_and_a_fused_one_6():
+    """The two ends of the loss's spread are implementations a layout can name (``loss_kernel``):
+    Megatron's vocab-parallel chain in place in fp32, its default, and one fused kernel."""
+    layout = Layout.today(1, 1, 8, micro_batch=1, global_batch=8)
+    logits = LLAMA.seq_len * LLAMA.vocab / (EFFICIENCY.hbm * H100.gpu.hbm_bytes_per_s)
+    part = {k: predict(LLAMA, H100, replace(layout, loss_kernel=k))["compute_parts"]["logits"]
+            for k in ("upcast", "megatron", "fused")}
+    assert part["megatron"] - part["upcast"] == pytest.approx((52 - EFFICIENCY.loss_bytes) * logits)
+    assert part["upcast"] - part["fused"] == pytest.approx((EFFICIENCY.loss_bytes - 6) * logits)
+    assert (52, 6) == (EFFICIENCY.spread["loss_bytes"][1], EFFICIENCY.spread["loss_bytes"][0])
+    with pytest.raises(PlanError, match="loss_kernel must be upcast, megatron or fused"):
+        predict(LLAMA, H100, replace(layout, loss_kernel="liger"))
+
+
 def test_ep_overlap_hides_the_all_to_alls_behind_another_micro_batchs_compute():
     from playground.planner.costs import overlapped
     from playground.planner.published_stacks import MOE_MODEL_ZOO
