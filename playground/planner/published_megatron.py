@@ -9,9 +9,10 @@ vocabulary and 4,096-token sequences; the data-parallel traffic behind compute (
 (the MFU is taken against the bf16 peak), and at that commit bf16 accumulates and reduces gradients in fp32
 (``megatron/training/arguments.py``).  The parameter counts fix the shape: a 4h GELU MLP (12 l h^2) and
 untied input and output embeddings (1.7B = 1.21B + 2 x 131,072 x 2,048).  Not given: the micro-batch, the
-recompute policy, whether the schedule was interleaved, and the dropout (Megatron's defaults drop 0.1;
-none taken), nor the loss fusion: ``--cross-entropy-loss-fusion`` is off by default at that commit, so
-the loss is Megatron's unfused vocab-parallel chain in fp32 (``loss_kernel="megatron"``).  The TFLOP/s are in Megatron-Core's count (``megatron_core_flops_per_token``), turned back
+recompute policy and whether the schedule was interleaved (the range spans them); nor the dropout or
+the loss fusion, for which the commit's defaults are taken: ``--hidden-dropout`` and
+``--attention-dropout`` 0.1 (``dropout=True``), and ``--cross-entropy-loss-fusion`` off, so the loss is
+Megatron's unfused vocab-parallel chain in fp32 (``loss_kernel="megatron"``).  The TFLOP/s are in Megatron-Core's count (``megatron_core_flops_per_token``), turned back
 into tokens/s here.
 
 These rows were replayed before anything in the model was changed for them: a held-out reading.
@@ -31,8 +32,8 @@ _STACK = "Megatron-Core r0.8.0 weak scaling, H100"
 _UNSTATED = ("micro_batch", "recompute", "vpp")
 _NOTE = ("bf16, fp32 gradient reduction; DP traffic overlapped (distributed optimizer), Transformer Engine's TP "
          "overlap, PP sends behind compute, all stated; micro-batch, recompute and interleaving not given (a "
-         "micro-batch of 1, no recompute and no interleaving taken, the range over them); dropout not given "
-         "(none taken); the loss fusion not given (the commit's default, unfused, taken); tokens/s from the table's "
+         "micro-batch of 1, no recompute and no interleaving taken, the range over them); dropout and loss fusion "
+         "not given (the commit's defaults taken: dropout 0.1, the loss unfused); tokens/s from the table's "
          "TFLOP/s per GPU in Megatron-Core's count")
 
 
@@ -44,7 +45,8 @@ def megatron_gpt(layers: int, hidden: int, heads: int, name: str) -> Model:
 def _row(size, heads, hidden, layers, tp, pp, dp, gpus, batch, tflops):
     model = megatron_gpt(layers, hidden, heads, f"GPT {size}")
     layout = Layout.today(tp, pp, dp, micro_batch=1, global_batch=batch, grad_reduce="fp32",
-                          tp_overlap="all" if tp > 1 else "none", attention_kernel=TE_ATTENTION, loss_kernel="megatron")
+                          tp_overlap="all" if tp > 1 else "none", attention_kernel=TE_ATTENTION, loss_kernel="megatron",
+                          dropout=True)
     assert layout.gpus == gpus, (size, layout.gpus, gpus)
     tokens = tflops * 1e12 / megatron_core_flops_per_token(model)
     return PublishedStackRun(f"GPT {size}, {gpus} H100, TP {tp} PP {pp} DP {dp}", _STACK, _SOURCE, "H100", model,
