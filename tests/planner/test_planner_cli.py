@@ -151,6 +151,8 @@ BAD = [
     ([*BASE, "--price-per-gpu-hour", "0"], "--price-per-gpu-hour must be a positive"),
     ([*BASE, "--zero-stage", "4"], "argument --zero-stage: invalid choice"),
     ([*BASE, "--recompute", "some"], "argument --recompute: invalid choice"),
+    ([*BASE, "--loss-kernel", "liger"], "argument --loss-kernel: invalid choice"),
+    ([*BASE, "--attention-kernel", "fa4"], "argument --attention-kernel: invalid choice"),
     ([*BASE, "--gpus", "8", "--recompute-modules", "attn"], "unknown recompute module 'attn'"),
     ([*BASE, "--gpus", "8", "--recompute-modules", "moe_act"], "recompute module moe_act needs a model with experts"),
     ([*BASE, "--gpus", "8", "--recompute", "full", "--recompute-modules", "layernorm"], "does not go with --recompute full"),
@@ -243,3 +245,18 @@ def test_a_layout_inside_the_gpu_but_past_the_margin_fits_only_tightly_and_says_
     assert [line for line in report.splitlines() if line.startswith("with room --micro-batch-size 1")]
     plan = _cli(*args, "--tokens", "1T")
     assert plan.returncode == 0 and "fits only tightly" in plan.stdout and "with room  --" in plan.stdout
+
+
+def test_the_stack_flags_name_what_a_plan_prices():
+    """--attention-kernel cudnn, --autocast-fp32 and --loss-kernel megatron reach the layout the plan
+    prices and the line that describes it, and each makes the step slower than the default."""
+    base = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tp", "1", "--global-batch", "64"]
+    steps = {}
+    for extra in ([], ["--attention-kernel", "cudnn"], ["--autocast-fp32"], ["--loss-kernel", "megatron"]):
+        result = predict_from_args(planner_parser().parse_args(base + extra))
+        steps[" ".join(extra)] = result["step_time_s"]
+        report = step_time_report(result)
+        label = {"--attention-kernel cudnn": "cuDNN attention", "--autocast-fp32": "autocast over fp32 weights",
+                 "--loss-kernel megatron": "megatron loss kernel"}.get(" ".join(extra))
+        assert label is None or label in report
+    assert all(steps[k] > steps[""] for k in steps if k)
