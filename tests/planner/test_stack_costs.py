@@ -476,6 +476,8 @@ def test_autocast_over_fp32_weights_keeps_the_residual_stream_in_fp32():
     T, h, gpu = 2 * LLAMA.seq_len, LLAMA.hidden, H100.gpu
     hbm = EFFICIENCY.hbm * gpu.hbm_bytes_per_s
     weights = sum(c * K * N for name, c, M, N, K in layer_gemms(LLAMA, 2, 1, 1, 1, False) if name not in ATTENTION_CORE)
+    # chapter 5's eq-fp32-stream, forward and backward, charged a third a pass
+    assert 3 * FP32_STREAM_BYTES == 2 * (8 + 6 + 10) + 2 * (6 + 6 + 12 + 12) == 120
     bf16, fp32 = (layer_forward(LLAMA, replace(lay, autocast_fp32=on), gpu, EFFICIENCY)["elementwise"]
                   for on in (False, True))
     assert fp32 - bf16 == pytest.approx(((FP32_STREAM_BYTES - 14) * T * h + 6 * weights) / hbm)
