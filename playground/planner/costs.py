@@ -24,7 +24,7 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            ring_network_bandwidth, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
 
-__all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "check_layout", "layer_gemms",
+__all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES", "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
@@ -38,8 +38,10 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
 # (4 + 2), each residual add reads the fp32 stream and the bf16 branch and writes fp32 (10): 48.
 # Backward, each add's gradient is cast to bf16 for its branch (6) and the GEMM's bf16 input
 # gradient back to fp32 (6), each norm's backward reads dy and x and writes dx (12), and the stream's
-# two gradients are summed (12): 72.  120 in all, charged as 40 a pass (the bf16 stream: 14).
+# two gradients are summed (12): 72.  120 in all, charged as 40 a pass.  A bf16 stream's two norms
+# (4 each) and two residual adds (3 each) are charged 14 a pass.
 FP32_STREAM_BYTES = 40
+BF16_STREAM_BYTES = 14
 
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
@@ -131,9 +133,9 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         attn_t = sum(gemm_time(*g[1:], gpu, eff) for g in core)
         # softmax read+write (4), dropout read+write+mask (5) per score
         scores_bytes = (9 if layout.dropout else 4) * a * T * keys / t
-    # 2 norms (4 T h each) and 2 residual adds (3 T h each; 7 with bias-dropout-add); the fp32 stream
-    # of autocast over fp32 weights moves FP32_STREAM_BYTES instead
-    replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else 14) + (8 if layout.dropout else 0)) * T * h
+    # the residual stream's norms and adds (bf16, or fp32 under autocast over fp32 weights), 8 more with
+    # bias-dropout-add's masks (7 T h an add, not 3)
+    replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else BF16_STREAM_BYTES) + (8 if layout.dropout else 0)) * T * h
     if layout.sequence_parallel:
         replicated /= t
     if moe:
@@ -219,13 +221,13 @@ def eager_extra_bytes(model: Model, tokens: float, split: int = 1, fp32_stream: 
     activation: upcast to fp32 (2 + 4 B per element), square (4 + 4), mean (4), scale (4 + 4),
     weight (4 + 4), downcast (4 + 2): 40 B against a fused kernel's 4.  On an fp32 stream
     (``fp32_stream``) there is no upcast, and its read, the norm's write and the downcast are the
-    stream's own (``FP32_STREAM_BYTES``: 14 per norm): 34 against 14.  LayerNorm has one native
+    stream's own (``FP32_STREAM_BYTES``: 8 + 6 per norm): 34 against 14.  LayerNorm has one native
     kernel and costs nothing extra.  (``layer_forward`` adds the other eager extras: SwiGLU's silu
     and product apart, +4 B per MLP element, and RoPE on Q and K, 20 B per element: upcast, complex
     multiply, downcast.)"""
     if model.norm != "rmsnorm":
         return 0.0
-    return 2 * ((34 - 14) if fp32_stream else (40 - 4)) * tokens * model.hidden / split
+    return 2 * ((34 - (8 + 6)) if fp32_stream else (40 - 4)) * tokens * model.hidden / split
 
 
 def _layer_flops(model: Model, moe: bool) -> tuple[float, float]:

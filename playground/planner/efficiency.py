@@ -33,6 +33,14 @@ _TILELANG = "https://github.com/tile-ai/tilelang/blob/main/benchmark/matmul_fp8/
 _FRYER = "https://github.com/huggingface/gpu-fryer (README, reference table and 'How it works')"
 
 # every constant: where its value comes from (a cited measurement, an accounting, or "assumed")
+# HBM bytes per logit of the two cross-entropies a layout can name (``Layout.loss_kernel``), the ends of
+# ``loss_bytes``' spread.  Megatron's vocab-parallel chain unfused, in place in fp32 (its default:
+# --cross-entropy-loss-fusion off): the upcast (2 + 4), max (4), subtract (4 + 4), exp (4 + 4), sum
+# (4), divide (4 + 4, the softmax it saves), the backward's multiply (4 + 4) and the cast back to
+# bf16 (4 + 2): 52.  One fused kernel reads the bf16 logits forward and backward and writes the
+# gradient: 6.
+LOSS_KERNEL_BYTES = {"megatron": 52, "fused": 6}
+
 _SOURCES = {
     "gemm": "published measurement: Maximum Achievable Matmul FLOPS (mamf-finder.py, bf16, best shape "
             "found, mean of 100 iterations): A100 SXM 271.2 of 312 TFLOPS = 86.9%, H100 SXM 794.5 of 989 "
@@ -196,7 +204,7 @@ _SPREAD = {
     "latency_s": (3e-6, 25e-6),   # nccl-tests' NVLink send/recv ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
-    "loss_bytes": (6, 52),        # a fused loss kernel ... Megatron's in-place fp32 chain
+    "loss_bytes": (LOSS_KERNEL_BYTES["fused"], LOSS_KERNEL_BYTES["megatron"]),  # fused ... Megatron's chain
 }
 MEASURED = ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained", "hbm", "link", "kernel_s", "latency_s",
             "optimizer_bytes")  # what a results file may set

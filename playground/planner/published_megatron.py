@@ -12,10 +12,11 @@ untied input and output embeddings (1.7B = 1.21B + 2 x 131,072 x 2,048).  Not gi
 recompute policy and whether the schedule was interleaved (the range spans them); nor the dropout or
 the loss fusion, for which the commit's defaults are taken: ``--hidden-dropout`` and
 ``--attention-dropout`` 0.1 (``dropout=True``), and ``--cross-entropy-loss-fusion`` off, so the loss is
-Megatron's unfused vocab-parallel chain in fp32 (``loss_kernel="megatron"``).  The TFLOP/s are in Megatron-Core's count (``megatron_core_flops_per_token``), turned back
-into tokens/s here.
+Megatron's unfused vocab-parallel chain in fp32 (``loss_kernel="megatron"``).  The TFLOP/s are in
+Megatron-Core's count (``megatron_core_flops_per_token``), turned back into tokens/s here.
 
-These rows were replayed before anything in the model was changed for them: a held-out reading.
+These rows were replayed before anything in the model was changed for them: a held-out reading.  The
+dropout and loss defaults above were read from the commit's code after these rows had been seen.
 """
 
 from __future__ import annotations

@@ -101,6 +101,7 @@ from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, La
                                       layer_forward, layer_gemms, module_recompute_time, overlapped, per_op_recomputed,
                                       pipeline_link, replica_link, shard_link, sustained_rate,
                                       tensor_parallel_link)
+from playground.planner.efficiency import LOSS_KERNEL_BYTES
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
 
@@ -110,12 +111,6 @@ __all__ = ["predict", "power_clock"]
 # ``Efficiency.loss_bytes`` is for the fp32 one: log-softmax reads its input twice and writes once
 # (6), its backward reads the saved output and writes the gradient (4)
 BF16_LOSS_BYTES = 10
-# Megatron's vocab-parallel cross-entropy unfused (``loss_kernel="megatron"``, Megatron-LM's default:
-# --cross-entropy-loss-fusion off), in place in fp32: the upcast (2 + 4), max (4), subtract (4 + 4),
-# exp (4 + 4), sum (4), divide (4 + 4, the softmax it saves), the backward's multiply (4 + 4) and
-# the cast back to bf16 (4 + 2): 52 bytes a logit.  One fused kernel (``"fused"``) reads the bf16
-# logits forward and backward and writes the gradient: 6.  (``Efficiency.loss_bytes``' spread.)
-LOSS_KERNEL_BYTES = {"megatron": 52, "fused": 6}
 
 
 def _layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
