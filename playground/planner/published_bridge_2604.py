@@ -1,0 +1,67 @@
+"""Megatron-Bridge's performance summary of the 26.04.01 NeMo container: its DGX-H100 and DGX-B200 rows, held out.
+
+The archive page (``docs/performance-summary-archive.md``) keeps each release's table.  The 26.04.01 one
+gives, per run, the system, the GPUs, the precision, global and micro-batch, the sequence, FSDP (0 on every
+row read here: DDP), TP / PP / CP / VP / EP and the tokens/s and model TFLOP/s per GPU; as in 25.11 it does
+not give the recompute policy, sequence parallelism, the overlaps, the gradient-reduction dtype, whether the
+optimizer is distributed nor the token dispatcher (``Layout.today``'s values, the range over the rest), and
+its MoE runs force-balance the tokens and drop none.  ``FP8`` on the H100s is read as current scaling (the
+H100 recipes are ``..._h100_fp8cs_config``), ``MXFP8`` on the B200s as the model's FP8.  Left out: the
+GB200, GB300 and B300 rows (no NVL72 rack and no B300 in the hardware table) and the Nemotron 3 runs (hybrid
+Mamba layers, no ``Model`` for them).
+
+These nine rows were read after everything else in the validation and replayed before anything in the
+model was changed for them: the held-out check.  First replay, predicted / published tokens/s (the range
+over what the table leaves unstated): the dense H100 runs 0.86 (Llama 3 70B) and 0.87 (Llama 3.1 405B);
+on H100s Qwen3-30B-A3B 0.90, Qwen3-235B-A22B 0.81, gpt-oss 120B 1.64; on B200s Qwen3-30B-A3B 1.28,
+Qwen3-235B-A22B 1.69, gpt-oss 120B 2.25 and DeepSeek-V3 0.46 (its EP 32 across four nodes priced as
+NCCL's all-to-all, unhidden).  Four of nine within +-20% (the same four within +-25%), five inside
+their ranges; seven judged to fit as read, the other two (DeepSeek-V3, gpt-oss on B200s, no recompute
+stated) with full recomputation.
+"""
+
+from __future__ import annotations
+
+from playground.planner.costs import Layout
+from playground.planner.presets import preset
+from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gpt_oss
+from playground.planner.published_bridge import NO_RECOMPUTE, bridge_row
+from playground.planner.published_row import llama31
+from playground.planner.published_zoo import QWEN3_235B
+
+__all__ = ["MEGATRON_BRIDGE_2604"]
+
+_SOURCE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df03b8355b03192d88d70f1709fedf51a/docs/"
+           "performance-summary-archive.md, 26.04.01 NeMo container, System: ")
+_STACK = "Megatron-Bridge 26.04.01 (held out)"
+_FP8 = "the table's FP8: current scaling, as the H100 recipes name it (fp8cs)"
+
+
+def _row(name, gpu, model, layout, tps, tflops, note="", misfit=""):
+    return bridge_row(name + ", 26.04.01", gpu, model, layout, tps, tflops, note, misfit, source=_SOURCE, stack=_STACK)
+
+
+MEGATRON_BRIDGE_2604 = (
+    _row("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", "H100", preset("llama3-70b"),
+         Layout.today(4, 8, 2, micro_batch=1, global_batch=256, vpp=5, dtype="fp8"), 1664, 731, _FP8),
+    _row("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", "H100", llama31("405b"),
+         Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=1536, vpp=8, dtype="fp8"), 328, 827, _FP8),
+    _row("GPT OSS 120B, 64 H100, PP 4 EP 8, BF16", "H100", gpt_oss(36, 128, "gpt-oss-120b"),
+         Layout.today(1, 4, 16, ep=8, micro_batch=1, global_batch=1280), 5824, 158,
+         "sliding windows of 128 on every other layer; attention sinks left out"),
+    _row("Qwen3_30B_a3B, 16 H100, EP 16, FP8-CS", "H100", QWEN3_30B,
+         Layout.today(1, 1, 16, ep=16, micro_batch=1, global_batch=1024, dtype="fp8"), 8960, 206, _FP8),
+    _row("Qwen3_235B_a22B, 256 H100, TP 2 PP 8 VP 4 EP 32, FP8-CS", "H100", QWEN3_235B,
+         Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=8192, vpp=4, dtype="fp8"), 1712, 253,
+         _FP8 + "; EP 32 over DP 16 x TP 2: the experts whole on each GPU (expert_tp=1), the only reading that fits"),
+    _row("DeepSeekV3, 256 B200, PP 8 VP 2 EP 32, FP8-MX", "B200", DEEPSEEK_V3_4K,
+         Layout.today(1, 8, 32, ep=32, micro_batch=1, global_batch=4096, vpp=2, dtype="fp8"), 3328, 864,
+         misfit=NO_RECOMPUTE),
+    _row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", gpt_oss(36, 128, "gpt-oss-120b"),
+         Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=1280), 13568, 369,
+         "sliding windows of 128 on every other layer; attention sinks left out", NO_RECOMPUTE),
+    _row("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
+         Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, dtype="fp8"), 27136, 619),
+    _row("Qwen3_235B_a22B, 256 B200, PP 8 EP 8, FP8-MX", "B200", QWEN3_235B,
+         Layout.today(1, 8, 32, ep=8, micro_batch=1, global_batch=8192, dtype="fp8"), 3776, 560),
+)
