@@ -31,8 +31,9 @@ _BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp
 _BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence parallelism, TP/DP communication "
                 "overlap, gradient-reduction dtype not in the table (the recipes' settings, not read: "
                 "Layout.today's taken)")
-_MOE_NOTE = ("MoE benchmarks force-balance the tokens over the experts (dropless); token dispatcher not stated "
-             "(all-to-all taken, DeepEP in the range)")
+_MOE_NOTE = ("MoE benchmarks force-balance the tokens over the experts (dropless); token dispatcher and whether "
+             "its all-to-alls hide behind another micro-batch's compute not stated (all-to-all unhidden taken, DeepEP "
+             "and the overlap in the range)")
 NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
                  "(the recipe's recompute, not read, is what lets it run; full recomputation fits)")
 
@@ -44,7 +45,7 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     # over DDP without it and with it, never ZeRO-3)
     layout = replace(layout, attention_kernel=TE_ATTENTION)
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
-        + (("ep_dispatch",) if layout.ep > 1 else ())
+        + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ())
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
     precision = ("BF16" if layout.dtype == "bf16" else "FP8-MX (MXFP8 block scaling)" if "FP8-MX" in name
                  else "FP8-CS (current scaling)")
