@@ -5,7 +5,10 @@ gives, per run, the system, the GPUs, the precision, global and micro-batch, the
 row read here: DDP), TP / PP / CP / VP / EP and the tokens/s and model TFLOP/s per GPU; as in 25.11 it does
 not give the recompute policy, sequence parallelism, the overlaps, the gradient-reduction dtype, whether the
 optimizer is distributed nor the token dispatcher (``Layout.today``'s values, the range over the rest), and
-its MoE runs force-balance the tokens and drop none.  ``FP8`` on the H100s is read as current scaling (the
+its MoE runs force-balance the tokens and drop none.  The performance recipes of the releases around it
+(Megatron-Bridge v0.4.0-v0.4.2, ``scripts/performance/configs``) were not read for the rest: they do not
+all match the table (DeepSeek-V3 on B200s is PP 16 EP 8 there, PP 8 VP 2 EP 32 here), so which recipe
+ran each row is not known.  ``FP8`` on the H100s is read as current scaling (the
 H100 recipes are ``..._h100_fp8cs_config``), ``MXFP8`` on the B200s as the model's FP8.  Left out: the
 GB200, GB300 and B300 rows (no NVL72 rack and no B300 in the hardware table) and the Nemotron 3 runs (hybrid
 Mamba layers, no ``Model`` for them).
