@@ -23,7 +23,7 @@ from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gp
 from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
-__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "bridge_row"]
+__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row"]
 
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
            "performance-summary.md, 25.11 NeMo container, System: ")
@@ -34,6 +34,8 @@ _BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence paralleli
 _MOE_NOTE = ("MoE benchmarks force-balance the tokens over the experts (dropless); token dispatcher and whether "
              "its all-to-alls hide behind another micro-batch's compute not stated (all-to-all unhidden taken, DeepEP "
              "and the overlap in the range)")
+GPT_OSS_120B = gpt_oss(36, 128, "gpt-oss-120b")
+GPT_OSS_NOTE = "sliding windows of 128 on every other layer; attention sinks left out"
 NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
                  "(the recipe's recompute, not read, is what lets it run; full recomputation fits)")
 
@@ -59,33 +61,33 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
 
 MEGATRON_BRIDGE = (
     bridge_row("LLAMA3_8B, 8 H100, FSDP, FP8-CS", "H100", preset("llama3-8b"),
-            Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14451, 744,
-            "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
+               Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14451, 744,
+               "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
     bridge_row("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", "H100", preset("llama3-70b"),
-            Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
+               Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
     bridge_row("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", "H100", llama31("405b"),
-            Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
+               Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
     bridge_row("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
-            Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
-            "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml", NO_RECOMPUTE),
+               Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
+               "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml", NO_RECOMPUTE),
 )
 
 MEGATRON_BRIDGE_B200 = (
     bridge_row("LLAMA3_8B, 8 B200, FP8-CS", "B200", preset("llama3-8b"),
-            Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 30624, 1576,
-            "the FP8-CS figure (FP8-MX, in parentheses, 29,521)"),
+               Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 30624, 1576,
+               "the FP8-CS figure (FP8-MX, in parentheses, 29,521)"),
     bridge_row("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
-            Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 661, 1667,
-            "the FP8-CS figure (FP8-MX, in parentheses, 624)"),
+               Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 661, 1667,
+               "the FP8-CS figure (FP8-MX, in parentheses, 624)"),
     bridge_row("DeepSeekV3, 256 B200, PP 16 EP 8, FP8-MX", "B200", DEEPSEEK_V3_4K,
-            Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2139, 557,
-            "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a layer)"),
-    bridge_row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", gpt_oss(36, 128, "gpt-oss-120b"),
-            Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=512), 8213, 223,
-            "sliding windows of 128 on every other layer; attention sinks left out", NO_RECOMPUTE),
+               Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2139, 557,
+               "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a layer)"),
+    bridge_row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", GPT_OSS_120B,
+               Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=512), 8213, 223,
+               GPT_OSS_NOTE, NO_RECOMPUTE),
     bridge_row("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
-            Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214),
+               Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214),
     bridge_row("Qwen3_235B_a22B, 64 B200, PP 8 VP 2 EP 8, FP8-MX", "B200", QWEN3_235B,
-            Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484,
-            "", NO_RECOMPUTE),
+               Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484,
+               "", NO_RECOMPUTE),
 )

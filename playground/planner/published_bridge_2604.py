@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
-from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gpt_oss
-from playground.planner.published_bridge import NO_RECOMPUTE, bridge_row
+from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
+from playground.planner.published_bridge import GPT_OSS_120B, GPT_OSS_NOTE, NO_RECOMPUTE, bridge_row
 from playground.planner.published_row import llama31
 from playground.planner.published_zoo import QWEN3_235B
 
@@ -49,9 +49,9 @@ MEGATRON_BRIDGE_2604 = (
          Layout.today(4, 8, 2, micro_batch=1, global_batch=256, vpp=5, dtype="fp8"), 1664, 731, _FP8),
     _row("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", "H100", llama31("405b"),
          Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=1536, vpp=8, dtype="fp8"), 328, 827, _FP8),
-    _row("GPT OSS 120B, 64 H100, PP 4 EP 8, BF16", "H100", gpt_oss(36, 128, "gpt-oss-120b"),
+    _row("GPT OSS 120B, 64 H100, PP 4 EP 8, BF16", "H100", GPT_OSS_120B,
          Layout.today(1, 4, 16, ep=8, micro_batch=1, global_batch=1280), 5824, 158,
-         "sliding windows of 128 on every other layer; attention sinks left out"),
+         GPT_OSS_NOTE),
     _row("Qwen3_30B_a3B, 16 H100, EP 16, FP8-CS", "H100", QWEN3_30B,
          Layout.today(1, 1, 16, ep=16, micro_batch=1, global_batch=1024, dtype="fp8"), 8960, 206, _FP8),
     _row("Qwen3_235B_a22B, 256 H100, TP 2 PP 8 VP 4 EP 32, FP8-CS", "H100", QWEN3_235B,
@@ -60,9 +60,9 @@ MEGATRON_BRIDGE_2604 = (
     _row("DeepSeekV3, 256 B200, PP 8 VP 2 EP 32, FP8-MX", "B200", DEEPSEEK_V3_4K,
          Layout.today(1, 8, 32, ep=32, micro_batch=1, global_batch=4096, vpp=2, dtype="fp8"), 3328, 864,
          misfit=NO_RECOMPUTE),
-    _row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", gpt_oss(36, 128, "gpt-oss-120b"),
+    _row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", GPT_OSS_120B,
          Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=1280), 13568, 369,
-         "sliding windows of 128 on every other layer; attention sinks left out", NO_RECOMPUTE),
+         GPT_OSS_NOTE, NO_RECOMPUTE),
     _row("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
          Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, dtype="fp8"), 27136, 619),
     _row("Qwen3_235B_a22B, 256 B200, PP 8 EP 8, FP8-MX", "B200", QWEN3_235B,
