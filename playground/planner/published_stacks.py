@@ -28,7 +28,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout, Model
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_megatron import MEGATRON_WEAK_SCALING
-from playground.planner.published_automodel import AUTOMODEL
+from playground.planner.published_automodel import AUTOMODEL, AUTOMODEL_2604
 from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
@@ -244,4 +244,4 @@ OPT_175B = PublishedStackRun(
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
     + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
-    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2604
+    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2604 + AUTOMODEL_2604

@@ -179,7 +179,7 @@ def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_amp
     assert correlation["tensor_core"] > 0.4 > max(abs(correlation[k]) for k in ("elementwise", "logits"))
     assert hopper["correlation"]["exposed"] < 0 and 1.05 < hopper["tensor_core_factor"] < 1.15
     assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
-    assert len(hopper["rows"]) == 95 and len(ampere["rows"]) == 42
+    assert len(hopper["rows"]) == 96 and len(ampere["rows"]) == 42
 
 
 def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_prints():
@@ -199,3 +199,25 @@ def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_pr
         assert lay.zero_stage == 1 and lay.grad_reduce == "fp32" and lay.tp_overlap == ("all" if lay.tp > 1 else "none")
         assert set(row.unstated) == {"micro_batch", "recompute", "vpp"}
         assert predict(row.model, row.cluster, row.layout)["memory"]["fits"], row.name
+
+
+def test_the_held_out_rows_are_read_as_their_tables_print_them():
+    """The held-out sets (read last, replayed before any change): Megatron-Bridge 26.04.01's nine DGX-H100
+    and DGX-B200 runs, whose names carry the GPUs and the TP / PP / CP / VP / EP their table prints, and
+    AutoModel's Llama 3.1 70B, whose step time and tokens/s a GPU agree on its batch (128 x 8,192 tokens)."""
+    import re
+    from playground.planner.published_automodel import AUTOMODEL_2604
+    from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
+    assert len(MEGATRON_BRIDGE_2604) == 9 and len(AUTOMODEL_2604) == 1
+    for row in MEGATRON_BRIDGE_2604:
+        lay = row.layout
+        assert f"{lay.gpus} {row.gpu}" in row.name, row.name
+        for label, value in (("TP", lay.tp), ("PP", lay.pp), ("CP", lay.cp), ("VP", lay.vpp), ("EP", lay.ep)):
+            printed = re.search(rf"\b{label} (\d+)", row.name)
+            assert int(printed.group(1)) == value if printed else value == 1, (row.name, label)
+        assert lay.global_batch % (lay.dp * lay.micro_batch) == 0
+    [llama] = AUTOMODEL_2604
+    assert llama.layout.gpus == 64 and llama.layout.cp == 2 and llama.layout.zero_stage == 3
+    tokens = llama.layout.global_batch * llama.model.seq_len
+    from_step_time = tokens / (llama.step_time_s * llama.layout.gpus)
+    assert from_step_time == pytest.approx(llama.tokens_per_s_per_gpu, rel=3e-4)   # the step printed to 10 ms
