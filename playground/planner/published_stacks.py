@@ -35,7 +35,7 @@ from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_24
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
 from playground.planner.published_row import PublishedStackRun, llama2, llama31, published_metric
 
-__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "MEGATRON_BRIDGE_2604", "MOE_MODEL_ZOO",
+__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "MOE_MODEL_ZOO",
            "ZERO3_TABLE2", "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
 
