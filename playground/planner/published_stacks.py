@@ -30,12 +30,13 @@ from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_megatron import MEGATRON_WEAK_SCALING
 from playground.planner.published_automodel import AUTOMODEL, AUTOMODEL_2604
 from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
+from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
 from playground.planner.published_row import PublishedStackRun, llama2, llama31, published_metric
 
-__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "MOE_MODEL_ZOO",
+__all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "MEGATRON_BRIDGE_2509", "MOE_MODEL_ZOO",
            "ZERO3_TABLE2", "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
 
@@ -199,6 +200,7 @@ NOT_REPRESENTABLE = (
     "batch is not readable (its sliding windows now are: Model.sliding_window; its attention sinks are left out)",
     "Megatron-Bridge DGX-H100, Qwen3_235B_a22B: the row has one column too few (GBS missing), not readable",
     "MegaScale (Jiang et al. 2024): its per-scale table was not found in the stored sources; not recorded",
+    "Megatron-Bridge 25.09, the DGX-GB200 rows: no NVL72 rack in the hardware table",
     "Megatron-Bridge 26.04.01, the DGX-GB200, DGX-GB300 and DGX-B300 rows: no NVL72 rack and no B300 in the "
     "hardware table; its Nemotron 3 Nano and Super runs: hybrid Mamba layers, no Model for them",
     "NeMo 25.04 long sequences, LLAMA3-8B on DGX-B200: each row's TP x PP x DP x CP is a quarter of its GPUs, so its "
@@ -244,4 +246,4 @@ OPT_175B = PublishedStackRun(
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
     + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
-    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2604 + AUTOMODEL_2604
+    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2604 + AUTOMODEL_2604 + MEGATRON_BRIDGE_2509

@@ -74,16 +74,17 @@ def test_layouts_fit_the_memory_model_or_say_why_not(compared):
 
 
 def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(compared):
-    """Ten published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, DeepSeek-V3 on 256
-    B200s with no recompute stated, Qwen3-30B-A3B at a micro-batch of 4 on 8 B200s, and three of llm-foundry's MPT runs, each at the largest micro-batch
+    """Eleven published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, DeepSeek-V3 on 256
+    B200s with no recompute stated, dropless (25.11) and token-drop (25.09), Qwen3-30B-A3B at a
+    micro-batch of 4 on 8 B200s, and three of llm-foundry's MPT runs, each at the largest micro-batch
     its table found to fit, its checkpointed layers' inputs kept on autocast's fp32 stream) count past the
     usable memory but inside the GPU's: each ran, so the planner says they fit, only tightly."""
     from playground.planner.replay import tight_runs
     tight = sorted(row.name for row, prediction, *_ in compared if prediction["memory"]["tight"])
     assert sorted(tight_runs()) == tight   # what chapter 5 prints: the Megatron-era rows add none
-    assert len(tight) == 10 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
+    assert len(tight) == 11 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
     assert sum(n.startswith("MPT-") for n in tight) == 3
-    assert sum("B200" in n for n in tight) == 2   # DeepSeek-V3 (25.11) and Qwen3-30B-A3B at MBS 4 (26.04.01)
+    assert sum("B200" in n for n in tight) == 3   # DeepSeek-V3 (25.11, 25.09), Qwen3-30B-A3B at MBS 4 (26.04.01)
 
 
 def test_ratio_reads_as_throughput_whatever_the_metric():
@@ -179,7 +180,7 @@ def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_amp
     assert correlation["tensor_core"] > 0.4 > max(abs(correlation[k]) for k in ("elementwise", "logits"))
     assert hopper["correlation"]["exposed"] < 0 and 1.05 < hopper["tensor_core_factor"] < 1.15
     assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
-    assert len(hopper["rows"]) == 96 and len(ampere["rows"]) == 42
+    assert len(hopper["rows"]) == 99 and len(ampere["rows"]) == 42
 
 
 def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_prints():
@@ -202,14 +203,16 @@ def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_pr
 
 
 def test_the_held_out_rows_are_read_as_their_tables_print_them():
-    """The held-out sets (read last, replayed before any change): Megatron-Bridge 26.04.01's nine DGX-H100
-    and DGX-B200 runs, whose names carry the GPUs and the TP / PP / CP / VP / EP their table prints, and
-    AutoModel's Llama 3.1 70B, whose step time and tokens/s a GPU agree on its batch (128 x 8,192 tokens)."""
+    """The held-out sets (read last, replayed before any change): Megatron-Bridge 26.04.01's nine and
+    25.09's eleven DGX-H100 and DGX-B200 runs, whose names carry the GPUs and the TP / PP / CP / VP / EP
+    their tables print, and AutoModel's Llama 3.1 70B, whose step time and tokens/s a GPU agree on its
+    batch (128 x 8,192 tokens)."""
     import re
     from playground.planner.published_automodel import AUTOMODEL_2604
+    from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
     from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
-    assert len(MEGATRON_BRIDGE_2604) == 9 and len(AUTOMODEL_2604) == 1
-    for row in MEGATRON_BRIDGE_2604:
+    assert len(MEGATRON_BRIDGE_2604) == 9 and len(MEGATRON_BRIDGE_2509) == 11 and len(AUTOMODEL_2604) == 1
+    for row in MEGATRON_BRIDGE_2604 + MEGATRON_BRIDGE_2509:
         lay = row.layout
         assert f"{lay.gpus} {row.gpu}" in row.name, row.name
         for label, value in (("TP", lay.tp), ("PP", lay.pp), ("CP", lay.cp), ("VP", lay.vpp), ("EP", lay.ep)):

@@ -120,8 +120,8 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
 
 def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_only_while_their_rows_replay_slower():
     """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: the published
-    rows of that kind replay slower than predicted in every stack but Megatron-Bridge (one FSDP run on
-    8 GPUs).  With autocast's fp32 stream counted on llm-foundry's DEFAULT-precision rows and
+    rows of that kind replay slower than predicted in every stack but Megatron-Bridge (its FSDP runs on
+    8 GPUs, of 25.09 and of 25.11).  With autocast's fp32 stream counted on llm-foundry's DEFAULT-precision rows and
     Transformer Engine's attention priced as the cuDNN kernel it runs, they do so by less than the
     caveat's bar at the median: the rule drops the line, and would give it again were the rows to say
     so.  Recomputing, tensor parallelism or a MoE leave the kind."""
@@ -131,7 +131,7 @@ def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_only
     kind = [k[0] for k in _KINDS].index(name)
     ratios = _published_ratios(kind)
     assert len(ratios) >= 10 and 1 < statistics.median(ratios) <= CAVEAT_MEDIAN
-    assert sum(r <= 1 for r in ratios) == 1   # the caveat's "in all but one stack ... they ran slower"
+    assert sum(r <= 1 for r in ratios) == 2   # the caveat's "in all but one stack ... they ran slower"
     dense, h100 = preset("llama3-8b"), Cluster.of("H100")
     hsdp = Layout.today(1, 1, 64, micro_batch=2, global_batch=512, zero_stage=3, shard_group=8)
     assert _KINDS[kind][1](dense, h100, hsdp)
@@ -181,7 +181,9 @@ def test_a_dense_plan_on_hopper_gpus_is_no_longer_warned_once_the_clock_beside_c
     """The dense published runs on Hopper GPUs replayed too fast, their misses following the tensor
     cores' share of the step (chapter 6), and every dense plan on a Hopper said so.  With the clock a
     Hopper keeps while a collective runs beside its GEMMs counted (``comm_clock``), they replay within
-    a tenth at the median: the rule drops the line, and would give it again were the rows to say so."""
+    a tenth at the median, closer than on the GEMMs' clock alone: the rule drops the line, and would
+    give it again were the rows to say so.  (Without the clock the median now sits just under the bar
+    too: the later Megatron-Bridge and AutoModel rows replay a little slow.)"""
     from playground.planner import preset
     from playground.planner.replay import miss_shares
     from playground.planner.published_row import published_metric
@@ -195,7 +197,7 @@ def test_a_dense_plan_on_hopper_gpus_is_no_longer_warned_once_the_clock_beside_c
     full_clock = replace(EFFICIENCY, comm_share=0.0)    # the GEMMs' clock alone, as before
     before = [published_metric(r, predict(r.model, r.cluster, r.layout, full_clock))[3]
               for r in STACK_RUNS if _KINDS[[k[0] for k in _KINDS].index(name)][1](r.model, r.cluster, r.layout)]
-    assert statistics.median(before) > CAVEAT_MEDIAN
+    assert statistics.median(before) > statistics.median(ratios) + 0.04
 
 
 def test_unstated_settings_valid_alone_but_not_together_are_left_out_of_the_range():
