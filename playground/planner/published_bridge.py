@@ -23,7 +23,8 @@ from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gp
 from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
-__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row"]
+__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row",
+           "archive_row"]
 
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
            "performance-summary.md, 25.11 NeMo container, System: ")
@@ -31,9 +32,10 @@ _BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp
 _BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence parallelism, TP/DP communication "
                 "overlap, gradient-reduction dtype not in the table (the recipes' settings, not read: "
                 "Layout.today's taken)")
-_MOE_NOTE = ("MoE benchmarks force-balance the tokens over the experts (dropless); token dispatcher and whether "
-             "its all-to-alls hide behind another micro-batch's compute not stated (all-to-all unhidden taken, DeepEP "
-             "and the overlap in the range)")
+_MOE_NOTE = ("{routing}; token dispatcher and whether its all-to-alls hide behind another micro-batch's compute "
+             "not stated (all-to-all unhidden taken, DeepEP and the overlap in the range)")
+_DROPLESS = "dropless, the tokens force-balanced over the experts"
+_TOKEN_DROP = "token-drop (the table's 'tokendrop'): a capacity factor caps what each expert takes"
 GPT_OSS_120B = gpt_oss(36, 128, "gpt-oss-120b")
 GPT_OSS_NOTE = "sliding windows of 128 on every other layer; attention sinks left out"
 NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
@@ -51,12 +53,26 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
     precision = ("BF16" if layout.dtype == "bf16" else "FP8-MX (MXFP8 block scaling)" if "FP8-MX" in name
                  else "FP8-CS (current scaling)")
-    notes = [_BRIDGE_NOTE.format(precision=precision)] + ([_MOE_NOTE] if model.is_moe else []) \
+    routing = _TOKEN_DROP if "tokendrop" in name else _DROPLESS
+    notes = [_BRIDGE_NOTE.format(precision=precision)] + ([_MOE_NOTE.format(routing=routing)] if model.is_moe else []) \
         + ([note] if note else [])
     return PublishedStackRun(name, stack + ("" if gpu == "H100" else f", {system}"), source + system,
                              gpu, model, layout, unstated, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
                              flop_count="model", note="; ".join(notes), memory_misfit=misfit,
                              cite="nvidia2025megatronbridge")
+
+
+_ARCHIVE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df03b8355b03192d88d70f1709fedf51a/docs/"
+            "performance-summary-archive.md, {release} NeMo container, System: ")
+
+
+def archive_row(release: str):
+    """A row builder for one release's table on the archive page, held out: each name ends in the release."""
+    source, stack = _ARCHIVE.format(release=release), f"Megatron-Bridge {release} (held out)"
+
+    def row(name, gpu, model, layout, tps, tflops, note="", misfit=""):
+        return bridge_row(f"{name}, {release}", gpu, model, layout, tps, tflops, note, misfit, source, stack)
+    return row
 
 
 MEGATRON_BRIDGE = (

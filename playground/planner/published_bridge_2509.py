@@ -28,21 +28,14 @@ from __future__ import annotations
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
-from playground.planner.published_bridge import NO_RECOMPUTE, bridge_row
+from playground.planner.published_bridge import NO_RECOMPUTE, archive_row
 from playground.planner.published_row import llama31
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MEGATRON_BRIDGE_2509"]
 
-_SOURCE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df03b8355b03192d88d70f1709fedf51a/docs/"
-           "performance-summary-archive.md, 25.09 NeMo container, System: ")
-_STACK = "Megatron-Bridge 25.09 (held out)"
-_DROP = "token-drop (the table's 'tokendrop'): a capacity factor caps each expert at its share"
 _ETP = "expert TP 1: the experts whole on each GPU, EP spanning TP x DP"
-
-
-def _row(name, gpu, model, layout, tps, tflops, note="", misfit=""):
-    return bridge_row(name + ", 25.09", gpu, model, layout, tps, tflops, note, misfit, source=_SOURCE, stack=_STACK)
+_row = archive_row("25.09")
 
 
 MEGATRON_BRIDGE_2509 = (
@@ -57,20 +50,20 @@ MEGATRON_BRIDGE_2509 = (
          Layout.today(2, 8, 64, ep=64, expert_tp=1, micro_batch=1, global_batch=8192, vpp=4, dtype="fp8"),
          1297, 338, _ETP, NO_RECOMPUTE),
     _row("Qwen3_30B_a3B (tokendrop), 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
-         Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 10494, 241, _DROP,
-         NO_RECOMPUTE),
+         Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 10494, 241,
+         misfit=NO_RECOMPUTE),
     _row("Qwen3_235B_a22B (tokendrop), 256 H100, TP 2 PP 8 VP 4 EP 32, FP8-CS", "H100", QWEN3_235B,
          Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4, dtype="fp8"),
-         1204, 178, f"{_DROP}; {_ETP}"),
+         1204, 178, _ETP),
     _row("LLAMA3_8B, 8 B200, FP8-CS", "B200", preset("llama3-8b"),
          Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 29994, 1544),
     _row("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
          Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 664, 1676),
     _row("DeepSeekV3 (tokendrop), 256 B200, PP 16 EP 8, FP8-CS", "B200", DEEPSEEK_V3_4K,
-         Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2265, 589, _DROP),
+         Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2265, 589),
     _row("Qwen3_30B_a3B (tokendrop), 8 B200, EP 8, FP8-CS", "B200", QWEN3_30B,
-         Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 18066, 416, _DROP),
+         Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 18066, 416),
     _row("Qwen3_235B_a22B (tokendrop), 64 B200, PP 8 VP 2 EP 8, FP8-CS", "B200", QWEN3_235B,
-         Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 4104, 607, _DROP,
-         NO_RECOMPUTE),
+         Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 4104, 607,
+         misfit=NO_RECOMPUTE),
 )

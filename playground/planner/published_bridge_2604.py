@@ -28,20 +28,14 @@ from __future__ import annotations
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
-from playground.planner.published_bridge import GPT_OSS_120B, GPT_OSS_NOTE, NO_RECOMPUTE, bridge_row
+from playground.planner.published_bridge import GPT_OSS_120B, GPT_OSS_NOTE, NO_RECOMPUTE, archive_row
 from playground.planner.published_row import llama31
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MEGATRON_BRIDGE_2604"]
 
-_SOURCE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df03b8355b03192d88d70f1709fedf51a/docs/"
-           "performance-summary-archive.md, 26.04.01 NeMo container, System: ")
-_STACK = "Megatron-Bridge 26.04.01 (held out)"
 _FP8 = "the table's FP8: current scaling, as the H100 recipes name it (fp8cs)"
-
-
-def _row(name, gpu, model, layout, tps, tflops, note="", misfit=""):
-    return bridge_row(name + ", 26.04.01", gpu, model, layout, tps, tflops, note, misfit, source=_SOURCE, stack=_STACK)
+_row = archive_row("26.04.01")
 
 
 MEGATRON_BRIDGE_2604 = (
