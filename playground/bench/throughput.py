@@ -4,7 +4,9 @@ For each stack of the validation sets (``planner.published_layouts``: Megatron-L
 A100s, Llama 3 on H100s; ``planner.published_stacks``: torchtitan, fms-fsdp, Megatron-Bridge, the
 Megatron MoE Model Zoo, DeepSpeed ZeRO-3, OPT-175B, llm-foundry) it reports the rows, the median and
 the worst |predicted / published - 1|, how many rows fall within +-20%, and how many published values lie
-inside the range the prediction reports (``planner.step_range``); and ``gemm_table``, eq-gemm against
+inside the range the prediction reports (``planner.step_range``); ``held_out``, the same counts for the
+runs read last and replayed before any change (within the held-out band, +-25%, and judged to fit as
+read; ``planner.replay.held_out_table``); and ``gemm_table``, eq-gemm against
 cuBLAS's measured rates by shape on Hopper and the B200 (``planner.published_gemms``, OpenXLA's table):
 predicted / measured at the median and its range.  Pure arithmetic: no device needed.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import statistics
 
 from playground.planner.published_gemms import gemm_check_summary
-from playground.planner.replay import range_table, stack_table
+from playground.planner.replay import held_out_table, range_table, stack_table
 
 
 def add_arguments(parser) -> None:
@@ -41,6 +43,8 @@ def per_stack(band: float = 0.20, rows: bool = False) -> dict:
     out = {"benchmark": "throughput", "band": band,
            "stacks": {name: _summary(sel, band) for name, sel in stacks.items()},
            "all": _summary(table, band),
+           # the runs read last and replayed before any change, held to +-25% and to fitting
+           "held_out": held_out_table(table)["summary"],
            # eq-gemm against cuBLAS's measured rates by shape (OpenXLA's table): predicted / measured
            "gemm_table": gemm_check_summary()}
     if rows:

@@ -3,7 +3,8 @@
 ``published_table`` and ``published_flops_table`` replay each run of ``published_runs`` through the
 capacity plan; ``validation_table`` replays each layout of ``published_layouts`` through the
 step-time model, ``range_table`` the same with the range over what each source leaves unstated,
-``stack_table`` the rows of today's stacks (``published_stacks``) likewise, ``tight_runs`` those the
+``stack_table`` the rows of today's stacks (``published_stacks``) likewise, ``held_out_table`` the
+held-out ones among them with what the check counts, ``tight_runs`` those the
 memory model counts into its allowance, ``miss_shares`` what the
 dense rows' misses on one GPU architecture go with, and ``tp_sweep`` / ``microbatch_sweep`` vary one
 knob of Narayanan et al.'s GPT-145B row.  The figures of ``playground.figures.capacity`` and
@@ -17,15 +18,15 @@ import statistics
 
 from playground.planner.costs import EFFICIENCY, Cluster, Efficiency, Layout, Model
 from playground.planner.capacity import plan
-from playground.planner.memory import memory_per_gpu
+from playground.planner.memory import fit_verdict, memory_per_gpu
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
-from playground.planner.published_stacks import STACK_RUNS, published_metric
+from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND, STACK_RUNS, published_metric
 from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "range_table", "stack_table", "tight_runs", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES",
+           "microbatch_sweep", "range_table", "stack_table", "held_out_table", "tight_runs", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES",
            "GPT145", "A100"]
 
 
@@ -180,6 +181,23 @@ def stack_table() -> list[dict]:
                      "inside": low <= 1.0 <= high, "unstated": row.unstated, "note": row.note,
                      "misfit": row.memory_misfit})
     return rows
+
+
+def held_out_table(table: list[dict] | None = None) -> dict:
+    """The held-out runs (``published_stacks.HELD_OUT``) as ``stack_table`` replays them, each with its
+    source and the memory model's verdict, and what the check counts: within +-20% and within the
+    held-out band (+-25%), inside the range, judged to fit as read."""
+    by_name = {r["name"]: r for r in (table or stack_table())}
+    rows = []
+    for source, runs in HELD_OUT.items():
+        for run in runs:
+            memory = memory_per_gpu(run.model, run.layout, run.cluster.gpu)
+            rows.append(dict(by_name[run.name], source=source, fits=memory["fits"], memory=fit_verdict(memory)))
+    count = lambda ok: sum(1 for r in rows if ok(r))   # noqa: E731
+    return {"rows": rows, "summary": {
+        "rows": len(rows), "within_20": count(lambda r: abs(r["ratio"] - 1) <= 0.20),
+        "within_band": count(lambda r: abs(r["ratio"] - 1) <= HELD_OUT_BAND), "band": HELD_OUT_BAND,
+        "inside_range": count(lambda r: r["inside"]), "judged_to_fit": count(lambda r: r["fits"])}}
 
 
 def tight_runs() -> list[str]:
