@@ -18,6 +18,7 @@ QUOTED = {
     "ex-throughput-tp-overlap": ("9.53", "0.24", "10.28", "0.99", "11.04", "1.74", "7.6", "13.5"),
     "ex-throughput-ring-crossing": ("200", "450", "400"),
     "ex-throughput-comm-clock": ("5.84", "6.12", "1.048", "4.24", "4.54", "1.070"),
+    "ex-throughput-dropless": ("2.9", "4.7", "9.2", "6.3"),
 }
 
 
