@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from matplotlib.ticker import NullLocator
+
 from playground.figures import figure
 from playground.plotting import COLORS, new_figure
 from playground.planner.published_layouts import ALL_LAYOUTS
@@ -138,4 +140,34 @@ def gemm_table_figure():
         ax.set(xlim=(low, top), ylim=(low, top), xlabel="measured TFLOP/s (cuBLAS, bf16)",
                ylabel="predicted by eq-gemm (TFLOP/s)", title=f"{gpu}: {len(rows)} shapes of OpenXLA's table")
         ax.legend(loc="upper left", fontsize=7)
+    return fig
+
+
+@figure("throughput_heldout.png")
+def heldout_figure():
+    """The held-out runs, replayed before any change: each ratio with its range, dense and MoE apart."""
+    from playground.planner.published_stacks import HELD_OUT_BAND
+    from playground.planner.replay import held_out_table
+    rows = held_out_table()["rows"]
+    fig, ax = new_figure(width=10.0, height=0.28 * len(rows) + 1.4)
+    ax.axvspan(0.8, 1.2, color=COLORS[0], alpha=0.15, label="±20%")
+    for edge in (1 - HELD_OUT_BAND, 1 + HELD_OUT_BAND):
+        ax.axvline(edge, color=COLORS[0], lw=1, ls=":", label=f"±{HELD_OUT_BAND:.0%}, the held-out band"
+                   if edge > 1 else None)
+    ax.axvline(1.0, color="0.4", lw=1, ls="--")
+    for i, r in enumerate(rows):
+        color = COLORS[3] if r["moe"] else COLORS[2]
+        ax.plot(r["ratio_range"], [i, i], color=color, lw=2, alpha=0.5)
+        ax.scatter([r["ratio"]], [i], color=color if r["fits"] else "white", edgecolors=color, s=36, zorder=3)
+    ax.scatter([], [], color=COLORS[2], label="dense"), ax.scatter([], [], color=COLORS[3], label="MoE")
+    ax.scatter([], [], color="white", edgecolors="0.3", label="does not fit as read")
+    names = [f"{r['source'].replace('Megatron-', '').replace('NeMo ', '')}: "
+             f"{r['name'].removesuffix(', 26.04.01').removesuffix(', 25.09')}" for r in rows]
+    ax.set_yticks(range(len(rows)), [n if len(n) < 62 else n[:60] + "…" for n in names], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks([0.4, 0.5, 0.75, 1, 1.5, 2, 3], ["0.4", "0.5", "0.75", "1", "1.5", "2", "3"])
+    ax.set(xlim=(0.25, 4.0), xlabel="predicted / published throughput (dot), and its range (line)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     return fig

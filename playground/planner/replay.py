@@ -192,7 +192,8 @@ def held_out_table(table: list[dict] | None = None) -> dict:
     for source, runs in HELD_OUT.items():
         for run in runs:
             memory = memory_per_gpu(run.model, run.layout, run.cluster.gpu)
-            rows.append(dict(by_name[run.name], source=source, fits=memory["fits"], memory=fit_verdict(memory)))
+            rows.append(dict(by_name[run.name], source=source, moe=run.model.is_moe, fits=memory["fits"],
+                             memory=fit_verdict(memory)))
     count = lambda ok: sum(1 for r in rows if ok(r))   # noqa: E731
     return {"rows": rows, "summary": {
         "rows": len(rows), "within_20": count(lambda r: abs(r["ratio"] - 1) <= 0.20),
