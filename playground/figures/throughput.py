@@ -159,8 +159,8 @@ def heldout_figure():
         color = COLORS[3] if r["moe"] else COLORS[2]
         ax.plot(r["ratio_range"], [i, i], color=color, lw=2, alpha=0.5)
         ax.scatter([r["ratio"]], [i], color=color if r["fits"] else "white", edgecolors=color, s=36, zorder=3)
-    ax.scatter([], [], color=COLORS[2], label="dense"), ax.scatter([], [], color=COLORS[3], label="MoE")
-    ax.scatter([], [], color="white", edgecolors="0.3", label="does not fit as read")
+    for color, label in ((COLORS[2], "dense"), (COLORS[3], "MoE"), ("white", "does not fit as read")):
+        ax.scatter([], [], color=color, edgecolors="0.3" if color == "white" else color, label=label)
     names = [f"{r['source'].replace('Megatron-', '').replace('NeMo ', '')}: "
              f"{r['name'].removesuffix(', 26.04.01').removesuffix(', 25.09')}" for r in rows]
     ax.set_yticks(range(len(rows)), [n if len(n) < 62 else n[:60] + "…" for n in names], fontsize=7)

@@ -66,9 +66,11 @@ _ARCHIVE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df03b835
             "performance-summary-archive.md, {release} NeMo container, System: ")
 
 
-def archive_row(release: str):
-    """A row builder for one release's table on the archive page, held out: each name ends in the release."""
-    source, stack = _ARCHIVE.format(release=release), f"Megatron-Bridge {release} (held out)"
+def archive_row(release: str, held_out: bool = True):
+    """A row builder for one release's table on the archive page: each name ends in the release, and the
+    stack says whether the table is held out (read last, replayed before any change)."""
+    source = _ARCHIVE.format(release=release)
+    stack = f"Megatron-Bridge {release}" + (" (held out)" if held_out else "")
 
     def row(name, gpu, model, layout, tps, tflops, note="", misfit=""):
         return bridge_row(f"{name}, {release}", gpu, model, layout, tps, tflops, note, misfit, source, stack)

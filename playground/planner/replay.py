@@ -26,8 +26,8 @@ from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "range_table", "stack_table", "held_out_table", "tight_runs", "miss_shares", "tornado_rows", "UNSTATED", "SOURCES",
-           "GPT145", "A100"]
+           "microbatch_sweep", "range_table", "stack_table", "held_out_table", "tight_runs", "miss_shares",
+           "tornado_rows", "UNSTATED", "SOURCES", "GPT145", "A100"]
 
 
 # ----------------------------------------------------------------------------- the capacity plan

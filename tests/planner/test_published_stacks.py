@@ -202,11 +202,11 @@ def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_pr
         assert predict(row.model, row.cluster, row.layout)["memory"]["fits"], row.name
 
 
-def test_the_held_out_rows_are_read_as_their_tables_print_them():
-    """The held-out sets (read last, replayed before any change): Megatron-Bridge 26.04.01's nine and
-    25.09's eleven DGX-H100 and DGX-B200 runs, whose names carry the GPUs and the TP / PP / CP / VP / EP
-    their tables print, and AutoModel's Llama 3.1 70B, whose step time and tokens/s a GPU agree on its
-    batch (128 x 8,192 tokens)."""
+def test_the_rows_read_this_session_are_read_as_their_tables_print_them():
+    """The tables read this session: Megatron-Bridge 26.04.01's nine (held out) and 25.09's eleven (seen
+    in part before, so not held out) DGX-H100 and DGX-B200 runs, whose names carry the GPUs and the
+    TP / PP / CP / VP / EP their tables print, and AutoModel's Llama 3.1 70B (held out), whose step time
+    and tokens/s a GPU agree on its batch (128 x 8,192 tokens)."""
     import re
     from playground.planner.published_automodel import AUTOMODEL_2604
     from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
@@ -227,17 +227,17 @@ def test_the_held_out_rows_are_read_as_their_tables_print_them():
 
 
 def test_the_held_out_check_counts_what_the_issue_holds_it_to():
-    """The held-out runs are held within +-25% and to fitting as read: ``held_out_table`` counts both
-    beside the +-20% band and the range, from the same replay as the visible rows, and the benchmark
-    reports the counts as they fall (the target is met only when every run passes)."""
+    """The held-out runs are held within +-25% and to fitting as read; the benchmark reports what the
+    check counts from the same replay as the visible rows, and each held-out run is one of those rows.
+    What chapter 6 says of the replay holds: every dense held-out run within +-20%, the misses MoE."""
     from playground.bench.throughput import per_stack
-    from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND
+    from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND, STACK_RUNS
     from playground.planner.replay import held_out_table
     held = held_out_table()
     summary, rows = held["summary"], held["rows"]
-    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(rows) == sum(len(runs) for runs in HELD_OUT.values())
-    assert summary["within_20"] <= summary["within_band"] <= summary["rows"]
-    assert summary["within_band"] == sum(abs(r["ratio"] - 1) <= 0.25 for r in rows)
-    assert summary["judged_to_fit"] == sum(r["memory"] in ("fits", "fits only tightly") for r in rows)
-    assert {r["source"] for r in rows} == set(HELD_OUT)
-    assert per_stack()["held_out"] == summary
+    runs = [run for group in HELD_OUT.values() for run in group]
+    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 10 and set(runs) <= set(STACK_RUNS)
+    assert per_stack()["held_out"] == summary and all("(held out)" in run.stack for run in runs)
+    dense = [r for r in rows if not r["moe"]]
+    assert len(dense) == 3 and all(abs(r["ratio"] - 1) <= 0.20 for r in dense)
+    assert all(r["moe"] for r in rows if abs(r["ratio"] - 1) > HELD_OUT_BAND)
