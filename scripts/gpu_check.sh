@@ -61,6 +61,14 @@ else
   note "gemm: FAILED"; failed=1
 fi
 
+# 2c. MoE: one EP rank's routed experts at published runs' shapes, by each way the rows reach the GEMMs
+if [ "$ngpu" -ge 1 ] && [ "$QUICK" = 0 ]; then moe_args=(); else moe_args=(--shapes tiny --repeats 1 --warmup 0 --layers 1); fi
+if bench moe "$RESULTS/moe-$slug.json" "${moe_args[@]}"; then
+  note "moe: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); print('; '.join(x['shape'] + ' ' + ', '.join(f\"{p} {v.get('ms_per_layer', 'failed')} ms\" for p, v in x['paths'].items()) for x in r['rows']))" "$RESULTS/moe-$slug.json")"
+else
+  note "moe: FAILED"; failed=1
+fi
+
 # 3. multi-rank NCCL benchmarks need one GPU per rank
 if [ "$ngpu" -ge 2 ]; then
   worlds=$(seq -s ' ' 2 2 "$ngpu" | awk '{print $1, $NF}' | tr ' ' '\n' | sort -un | tr '\n' ' ')

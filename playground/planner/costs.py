@@ -29,7 +29,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
-           "dispatch_time", "memory_per_gpu", "peak_flops", "causal_executed", "module_recompute_time"]
+           "dispatch_time", "memory_per_gpu", "permutation_bytes", "activation_bytes", "peak_flops", "causal_executed", "module_recompute_time"]
 
 # HBM bytes per element of a layer's residual stream (T x h) under bf16 autocast over fp32 weights
 # (``Layout.fp32_stream``), forward and backward together, charged a third per pass as every
@@ -140,7 +140,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated /= t
     if moe:
         width = model.top_k * model.expert_width + model.shared_width
-        replicated += 4 * model.top_k * T * h / t          # permute and unpermute the dispatched copies
+        replicated += permutation_bytes(model, T, t)
     else:
         width = model.ffn_width
     mlp_act = activation_bytes(model, T, width, t)
@@ -151,6 +151,12 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward}
+
+
+def permutation_bytes(model: Model, tokens: float, tp: int) -> float:
+    """HBM bytes one MoE layer's permutation and unpermutation move per pass: the k dispatched
+    copies of each of ``tokens`` tokens, h wide and split over ``tp`` ranks, 4 B per element."""
+    return 4 * model.top_k * tokens * model.hidden / tp
 
 
 def activation_bytes(model: Model, tokens: float, width: float, tp: int) -> float:
@@ -185,7 +191,7 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     if moe:
         routed = act(model.top_k * model.expert_width) * layout.moe_imbalance
         shared = act(model.shared_width) if model.shared_width else 0.0
-        moved.update(moe_act=routed, moe=routed + shared + 4 * model.top_k * T * h / t, shared_experts=shared)
+        moved.update(moe_act=routed, moe=routed + shared + permutation_bytes(model, T, t), shared_experts=shared)
     else:
         moved["mlp"] = act(model.ffn_width)
     if moe and "moe" in modules:   # the whole layer again holds the shared experts' and routed activation

@@ -1,0 +1,200 @@
+"""MoE layer: one EP rank's routed experts, forward and backward, by each way the rows reach the GEMMs.
+
+The layer is ``playground.systems_map.expert_execution.RoutedExperts`` at the shapes of published MoE
+runs (one rank of their expert parallelism: its local experts, a micro-batch's tokens routed over all
+experts, balanced as if exchanged by the all-to-all, which is not run), a few layers stacked, timed
+forward and backward by four paths: a grouped GEMM with device-side group sizes (no host sync), the
+same with the counts brought to the host first (a dropless dispatcher's sync), one GEMM per expert
+after that sync, and fixed-capacity slots (token dropping).  On a GPU the kernels of one iteration
+are traced (count and device time, so ``busy`` is the share of wall time the GPU worked), the same
+layers are run at a handful of tokens (where the host, launching kernels, sets the pace), and the
+step-time model's price of the same pieces (its GEMMs and its permutation and activation bytes, at
+its stated constants, no sustained-clock derate: a short run) stands beside each.  Every path is
+first checked against the grouped one on the real shape.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from playground.bench import check_fits
+from playground.bench.mfu import table_gpu
+from playground.bench.profile import kernel_class
+from playground.planner.architecture import Model
+from playground.planner.costs import BYTES, EFFICIENCY, activation_bytes, gemm_time, layer_gemms, permutation_bytes
+from playground.systems_map.expert_execution import PATHS, RoutedExperts
+
+# one EP rank of each published run: (hidden, expert width, experts, top-k, EP degree, what it stands for)
+SHAPES = {
+    "qwen3-30b-a3b": (2048, 768, 128, 8, 8, "Megatron-Bridge's Qwen3-30B-A3B at EP 8: 16 local experts"),
+    "qwen3-235b-a22b": (4096, 1536, 128, 8, 32, "Qwen3-235B-A22B at EP 32 (Bridge, the Model Zoo): 4 local"),
+    "deepseek-v3": (7168, 2048, 256, 8, 64, "DeepSeek-V3 at EP 64 (Bridge 25.09, AutoModel): 4 local"),
+    "gpt-oss-120b": (2880, 2880, 128, 4, 64, "gpt-oss 120B at EP 64 (AutoModel): 2 local"),
+    "mixtral-8x7b": (4096, 14336, 8, 2, 8, "Mixtral 8x7B at EP 8: one wide expert a rank"),
+    "tiny": (64, 64, 16, 4, 4, "a CPU-sized layer for tests"),
+}
+SMALL_TOKENS = 64   # few enough that the device finishes each kernel before the host launches the next
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=None, metavar="SHAPE",
+                        help=f"which layers ({', '.join(SHAPES)}); default: every named one on a GPU, tiny on a CPU")
+    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS), metavar="PATH",
+                        help=f"how the rows reach the GEMMs ({', '.join(PATHS)}; default all)")
+    parser.add_argument("--tokens", type=int, default=None, help="tokens a rank routes per micro-batch "
+                        "(default 4096 on a GPU, the runs' sequence at micro-batch 1; 128 on a CPU)")
+    parser.add_argument("--layers", type=int, default=4, help="MoE layers stacked in one timed pass (default 4)")
+    parser.add_argument("--capacity-factor", type=float, default=1.0, help="slots per expert on the capacity "
+                        "path, over the mean (default 1.0)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed iterations (default 10)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
+
+
+def _sync(device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _iteration(layers, x, grad) -> None:
+    for layer in layers:
+        for p in layer.parameters():
+            p.grad = None
+    y = x
+    for layer in layers:
+        y = y + layer(y)
+    torch.autograd.backward(y, grad)
+
+
+def _time(layers, x, grad, device, repeats: int, warmup: int) -> float:
+    """Median wall seconds of one forward and backward through ``layers``."""
+    for _ in range(warmup):
+        _iteration(layers, x, grad)
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        _iteration(layers, x, grad)
+        _sync(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _trace(layers, x, grad, device) -> tuple[int, float, float]:
+    """(kernels launched, their device seconds, of which matrix products') in one iteration; zeros on a CPU."""
+    if device.type != "cuda":
+        return 0, 0.0, 0.0
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        _iteration(layers, x, grad)
+        _sync(device)
+    kernels = [(e.name, e.time_range.elapsed_us() * 1e-6) for e in prof.events()
+               if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation]
+    gemm = sum(t for name, t in kernels if kernel_class(name) == "matrix products")
+    return len(kernels), sum(t for _, t in kernels), gemm
+
+
+def modelled(shape: str, tokens: int, gpu) -> dict:
+    """The step-time model's price of one rank's routed experts for one pass forward and backward:
+    the router and expert GEMMs (``layer_gemms`` at EP, each backward an input and a weight gradient,
+    bf16 as the bench runs them) and the permutation and activation bytes it charges, a third forward."""
+    h, f, e, k, ep, _ = SHAPES[shape]
+    model = Model(2, h, max(1, h // 128), seq_len=tokens, experts=e, top_k=k, moe_ffn=f, gated_mlp=True)
+    gemms = [g for g in layer_gemms(model, 1, 1, ep=ep, moe=True) if g[0] in ("router", "experts_in", "experts_out")]
+    forward = sum(gemm_time(*g[1:], gpu, EFFICIENCY) for g in gemms)
+    backward = sum(gemm_time(c, M, K, N, gpu, EFFICIENCY) + gemm_time(c, K, N, M, gpu, EFFICIENCY)
+                   for _, c, M, N, K in gemms)
+    moved = 3 * (permutation_bytes(model, tokens, 1) + activation_bytes(model, tokens, k * f, 1))
+    elementwise = moved / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s)
+    return {"gemm_s": forward + backward, "elementwise_s": elementwise, "layer_s": forward + backward + elementwise}
+
+
+def _check(args) -> None:
+    for name in ("tokens", "layers", "repeats"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name} must be >= 1, got {value}")
+    if args.warmup < 0:
+        raise ValueError(f"--warmup must be >= 0, got {args.warmup}")
+    if not args.capacity_factor > 0:
+        raise ValueError(f"--capacity-factor must be > 0, got {args.capacity_factor}")
+
+
+def _build(shape, path, n_layers, device, capacity_factor):
+    h, f, e, k, ep, _ = SHAPES[shape]
+    return [RoutedExperts(h, f, e, e // ep, k, path, capacity_factor, device=device) for _ in range(n_layers)]
+
+
+def run_shape(shape: str, args, device) -> dict:
+    h, f, e, k, ep, what = SHAPES[shape]
+    tokens = args.tokens or (4096 if device.type == "cuda" else 128)
+    # weights and their gradients, the activations saved per layer (the k copies, both MLP widths), twice over
+    need = 2 * BYTES * args.layers * (3 * (e // ep) * h * f + e * h) * 2 + 2 * BYTES * args.layers * tokens * k * (3 * h + 6 * f)
+    check_fits(need, f"the {shape} layers at {tokens} tokens", per_gpu=device.type == "cuda")
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(tokens, h, generator=g).to(device, torch.bfloat16)
+    grad = torch.randn(tokens, h, generator=g).to(device, torch.bfloat16)
+    gpu = table_gpu(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    model = modelled(shape, tokens, gpu) if gpu else None
+    row = {"shape": shape, "stands_for": what, "tokens": tokens, "rows": tokens * k, "local_experts": e // ep,
+           "hidden": h, "expert_width": f, "layers": args.layers,
+           "model_ms_per_layer": round(model["layer_s"] * 1e3, 3) if model else None,
+           "model_gemm_ms_per_layer": round(model["gemm_s"] * 1e3, 3) if model else None, "paths": {}}
+    reference = None
+    for path in args.paths:
+        try:
+            layers = _build(shape, path, args.layers, device, args.capacity_factor)
+            with torch.no_grad():
+                out = layers[0](x)
+            if path == "capacity" and args.capacity_factor < e / k:   # drops: not comparable to dropless
+                agrees = None
+            elif reference is None:
+                reference, agrees = out.float(), True
+            else:
+                agrees = bool(torch.allclose(out.float(), reference, rtol=2e-2, atol=2e-2))
+            wall = _time(layers, x, grad, device, args.repeats, args.warmup) / args.layers
+            kernels, busy, gemm = _trace(layers, x, grad, device)
+            small_x, small_g = x[:SMALL_TOKENS].contiguous(), grad[:SMALL_TOKENS].contiguous()
+            small = _time(layers, small_x, small_g, device, args.repeats, args.warmup) / args.layers
+            _, small_busy, _ = _trace(layers, small_x, small_g, device)
+        except (RuntimeError, NotImplementedError) as exc:   # a path this torch or device lacks
+            row["paths"][path] = {"failed": str(exc).splitlines()[0][:200]}
+            continue
+        entry = {"ms_per_layer": round(wall * 1e3, 3), "agrees_with_first": agrees,
+                 "host_ms_per_layer_at_64_tokens": round(small * 1e3, 3)}
+        if kernels:
+            entry.update(kernels_per_layer=round(kernels / args.layers, 1),
+                         busy_ms_per_layer=round(busy / args.layers * 1e3, 3),
+                         gemm_ms_per_layer=round(gemm / args.layers * 1e3, 3),
+                         busy_share=round(busy / args.layers / wall, 3),
+                         busy_ms_per_layer_at_64_tokens=round(small_busy / args.layers * 1e3, 3),
+                         host_us_per_kernel=round(small / (kernels / args.layers) * 1e6, 2))
+        if model:
+            entry["measured_over_model"] = round(wall / model["layer_s"], 3)
+            if kernels:
+                entry["gemm_over_model"] = round(gemm / args.layers / model["gemm_s"], 3)
+        row["paths"][path] = entry
+        del layers
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    times = {p: v["ms_per_layer"] for p, v in row["paths"].items() if "ms_per_layer" in v}
+    if "grouped" in times:
+        row["over_grouped"] = {p: round(t / times["grouped"], 3) for p, t in times.items() if p != "grouped"}
+    return row
+
+
+def run(args) -> dict:
+    _check(args)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    shapes = args.shapes or ([s for s in SHAPES if s != "tiny"] if device.type == "cuda" else ["tiny"])
+    rows = [run_shape(s, args, device) for s in shapes]
+    gpu = table_gpu(torch.cuda.get_device_name(device)) if device.type == "cuda" else None
+    return {"backend": None, "device_type": device.type, "gpu_in_table": gpu.name if gpu else None,
+            "dtype": "bf16 weights, activations and gradients", "capacity_factor": args.capacity_factor,
+            "rows": rows,
+            "note": "one EP rank's routed experts, the all-to-all not run (balanced routing: rows sent stand in "
+                    "for rows received); ms per layer = wall time of forward and backward over the stacked "
+                    "layers, divided by their number; host_ms_per_layer_at_64_tokens = the same at 64 tokens, "
+                    "where kernel launches set the pace; the model's price has no sustained-clock derate"}
