@@ -19,6 +19,7 @@ import statistics
 import time
 
 import torch
+from torch import nn
 
 from playground.bench import check_fits
 from playground.bench.mfu import table_gpu
@@ -42,8 +43,9 @@ SMALL_TOKENS = 64   # few enough that the device finishes each kernel before the
 def add_arguments(parser) -> None:
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=None, metavar="SHAPE",
                         help=f"which layers ({', '.join(SHAPES)}); default: every named one on a GPU, tiny on a CPU")
-    parser.add_argument("--paths", nargs="+", choices=PATHS, default=list(PATHS), metavar="PATH",
-                        help=f"how the rows reach the GEMMs ({', '.join(PATHS)}; default all)")
+    parser.add_argument("--paths", nargs="+", choices=PATHS + (GRAPHED,), default=None, metavar="PATH",
+                        help=f"how the rows reach the GEMMs ({', '.join(PATHS)}; {GRAPHED}: the grouped "
+                        "path captured in a CUDA graph, on a GPU; default: all that the device runs)")
     parser.add_argument("--tokens", type=int, default=None, help="tokens a rank routes per micro-batch "
                         "(default 4096 on a GPU, the runs' sequence at micro-batch 1; 128 on a CPU)")
     parser.add_argument("--layers", type=int, default=4, help="MoE layers stacked in one timed pass (default 4)")
@@ -58,37 +60,46 @@ def _sync(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _iteration(layers, x, grad) -> None:
-    for layer in layers:
-        for p in layer.parameters():
-            p.grad = None
-    y = x
-    for layer in layers:
-        y = y + layer(y)
-    torch.autograd.backward(y, grad)
+class _Stack(nn.Module):
+    """Routed-expert layers one after another, each added to the residual stream."""
+
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = x + layer(x)
+        return x
 
 
-def _time(layers, x, grad, device, repeats: int, warmup: int) -> float:
+def _iteration(stack, x, grad) -> None:
+    for p in stack.parameters():
+        p.grad = None
+    torch.autograd.backward(stack(x), grad)
+
+
+def _time(stack, x, grad, device, repeats: int, warmup: int) -> float:
     """Median wall seconds of one forward and backward through ``layers``."""
     for _ in range(warmup):
-        _iteration(layers, x, grad)
+        _iteration(stack, x, grad)
     times = []
     for _ in range(repeats):
         _sync(device)
         start = time.perf_counter()
-        _iteration(layers, x, grad)
+        _iteration(stack, x, grad)
         _sync(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
-def _trace(layers, x, grad, device) -> tuple[int, float, float]:
+def _trace(stack, x, grad, device) -> tuple[int, float, float]:
     """(kernels launched, their device seconds, of which matrix products') in one iteration; zeros on a CPU."""
     if device.type != "cuda":
         return 0, 0.0, 0.0
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        _iteration(layers, x, grad)
+        _iteration(stack, x, grad)
         _sync(device)
     kernels = [(e.name, e.time_range.elapsed_us() * 1e-6) for e in prof.events()
                if e.device_type == torch.autograd.DeviceType.CUDA and not e.is_user_annotation]
@@ -122,13 +133,23 @@ def _check(args) -> None:
         raise ValueError(f"--capacity-factor must be > 0, got {args.capacity_factor}")
 
 
-def _build(shape, path, n_layers, device, capacity_factor):
+GRAPHED = "grouped_graph"   # the grouped path captured in a CUDA graph, forward and backward: no launch from the host
+
+
+def _build(shape, path, n_layers, device, capacity_factor, sample):
     h, f, e, k, ep, _ = SHAPES[shape]
-    return [RoutedExperts(h, f, e, e // ep, k, path, capacity_factor, device=device) for _ in range(n_layers)]
+    stack = _Stack([RoutedExperts(h, f, e, e // ep, k, "grouped" if path == GRAPHED else path, capacity_factor,
+                                  device=device) for _ in range(n_layers)])
+    if path == GRAPHED:
+        if device.type != "cuda":
+            raise RuntimeError("a CUDA graph needs a GPU")
+        stack = torch.cuda.make_graphed_callables(stack, (sample,))
+    return stack
 
 
 def run_shape(shape: str, args, device) -> dict:
     h, f, e, k, ep, what = SHAPES[shape]
+    paths = args.paths or (PATHS + (GRAPHED,) if device.type == "cuda" else PATHS)
     tokens = args.tokens or (4096 if device.type == "cuda" else 128)
     # weights and their gradients, the activations saved per layer (the k copies, both MLP widths), twice over
     need = 2 * BYTES * args.layers * (3 * (e // ep) * h * f + e * h) * 2 + 2 * BYTES * args.layers * tokens * k * (3 * h + 6 * f)
@@ -142,41 +163,41 @@ def run_shape(shape: str, args, device) -> dict:
            "hidden": h, "expert_width": f, "layers": args.layers,
            "model_ms_per_layer": round(model["layer_s"] * 1e3, 3) if model else None,
            "model_gemm_ms_per_layer": round(model["gemm_s"] * 1e3, 3) if model else None, "paths": {}}
-    reference = None
-    for path in args.paths:
+    reference, n = None, args.layers
+    for path in paths:
         try:
-            layers = _build(shape, path, args.layers, device, args.capacity_factor)
+            stack = _build(shape, path, n, device, args.capacity_factor, x)
             with torch.no_grad():
-                out = layers[0](x)
+                out = stack(x)
             if path == "capacity" and args.capacity_factor < e / k:   # drops: not comparable to dropless
                 agrees = None
             elif reference is None:
                 reference, agrees = out.float(), True
             else:
                 agrees = bool(torch.allclose(out.float(), reference, rtol=2e-2, atol=2e-2))
-            wall = _time(layers, x, grad, device, args.repeats, args.warmup) / args.layers
-            kernels, busy, gemm = _trace(layers, x, grad, device)
-            small_x, small_g = x[:SMALL_TOKENS].contiguous(), grad[:SMALL_TOKENS].contiguous()
-            small = _time(layers, small_x, small_g, device, args.repeats, args.warmup) / args.layers
-            _, small_busy, _ = _trace(layers, small_x, small_g, device)
+            wall = _time(stack, x, grad, device, args.repeats, args.warmup) / n
+            kernels, busy, gemm = _trace(stack, x, grad, device)
+            entry = {"ms_per_layer": round(wall * 1e3, 3), "agrees_with_first": agrees}
+            if path != GRAPHED:     # a graph replays the shapes it captured: no small run
+                small_x, small_g = x[:SMALL_TOKENS].contiguous(), grad[:SMALL_TOKENS].contiguous()
+                small = _time(stack, small_x, small_g, device, args.repeats, args.warmup) / n
+                _, small_busy, _ = _trace(stack, small_x, small_g, device)
+                entry["host_ms_per_layer_at_64_tokens"] = round(small * 1e3, 3)
         except (RuntimeError, NotImplementedError) as exc:   # a path this torch or device lacks
             row["paths"][path] = {"failed": str(exc).splitlines()[0][:200]}
             continue
-        entry = {"ms_per_layer": round(wall * 1e3, 3), "agrees_with_first": agrees,
-                 "host_ms_per_layer_at_64_tokens": round(small * 1e3, 3)}
         if kernels:
-            entry.update(kernels_per_layer=round(kernels / args.layers, 1),
-                         busy_ms_per_layer=round(busy / args.layers * 1e3, 3),
-                         gemm_ms_per_layer=round(gemm / args.layers * 1e3, 3),
-                         busy_share=round(busy / args.layers / wall, 3),
-                         busy_ms_per_layer_at_64_tokens=round(small_busy / args.layers * 1e3, 3),
-                         host_us_per_kernel=round(small / (kernels / args.layers) * 1e6, 2))
+            entry.update(kernels_per_layer=round(kernels / n, 1), busy_ms_per_layer=round(busy / n * 1e3, 3),
+                         gemm_ms_per_layer=round(gemm / n * 1e3, 3), busy_share=round(busy / n / wall, 3))
+            if path != GRAPHED:
+                entry.update(busy_ms_per_layer_at_64_tokens=round(small_busy / n * 1e3, 3),
+                             host_us_per_kernel=round(small / (kernels / n) * 1e6, 2))
         if model:
             entry["measured_over_model"] = round(wall / model["layer_s"], 3)
             if kernels:
-                entry["gemm_over_model"] = round(gemm / args.layers / model["gemm_s"], 3)
+                entry["gemm_over_model"] = round(gemm / n / model["gemm_s"], 3)
         row["paths"][path] = entry
-        del layers
+        del stack
         if device.type == "cuda":
             torch.cuda.empty_cache()
     times = {p: v["ms_per_layer"] for p, v in row["paths"].items() if "ms_per_layer" in v}

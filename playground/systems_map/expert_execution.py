@@ -88,7 +88,8 @@ class RoutedExperts(nn.Module):
         order = torch.argsort(flat, stable=True)        # the permutation: rows grouped by expert
         token = order // self.top_k
         rows = x[token]
-        counts = torch.bincount(flat, minlength=self.local)
+        # rows per local expert, counted on the device without a sync (bincount sizes its output on the host)
+        counts = torch.zeros(self.local, dtype=torch.long, device=x.device).scatter_add_(0, flat, torch.ones_like(flat))
         if self.path == "capacity":
             out, kept = self._capacity(rows, flat[order], counts, x.shape[0])
             weight = gates.reshape(-1)[order] * kept
