@@ -74,7 +74,7 @@ def test_the_cpu_run_reports_every_path_beside_the_grouped_one(capsys):
     r = json.loads(capsys.readouterr().out)
     row = r["rows"][0]
     assert row["shape"] == "tiny" and set(row["paths"]) == set(PATHS)
-    assert all(v["agrees_with_first"] in (True, None) for v in row["paths"].values())
+    assert all(v["agrees_with_grouped"] in (True, None) for v in row["paths"].values())
     assert set(row["over_grouped"]) == set(PATHS) - {"grouped"} and r["provenance"]["device"]
 
 
