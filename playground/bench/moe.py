@@ -225,3 +225,46 @@ def run(args) -> dict:
                     "where kernel launches set the pace; agrees_with_grouped: one layer's output equals the grouped path's "
                     "within bf16 tolerance (the graph: a one-layer graph's; capacity with drops: not compared); "
                     "the model's price has no sustained-clock derate"}
+
+
+def summary(record: dict) -> list[dict]:
+    """One row per shape of a GPU record, what chapter 6 reads: the grouped path against the model's
+    price (whole layer, GEMMs alone, the rest of the device's work against the element-wise bytes the
+    model charges), the host's time for a layer at 64 tokens, and each other path over the grouped one."""
+    rows = []
+    for row in record["rows"]:
+        grouped = row["paths"]["grouped"]
+        model_other = row["model_ms_per_layer"] - row["model_gemm_ms_per_layer"]
+        over = row.get("over_grouped", {})
+        rows.append({
+            "shape": row["shape"], "local_experts": row["local_experts"],
+            "rows_per_expert": row["rows"] // row["local_experts"],
+            "model_ms": row["model_ms_per_layer"], "grouped_ms": grouped["ms_per_layer"],
+            "grouped_over_model": grouped["measured_over_model"], "gemm_over_model": grouped["gemm_over_model"],
+            "other_over_model": round((grouped["busy_ms_per_layer"] - grouped["gemm_ms_per_layer"]) / model_other, 2),
+            "host_ms_at_64_tokens": grouped["host_ms_per_layer_at_64_tokens"],
+            "kernels": grouped["kernels_per_layer"],
+            **{f"{p}_over_grouped": over.get(p) for p in ("grouped_sync", "loop_sync", "capacity", GRAPHED)}})
+    return rows
+
+
+def eager_bytes(record: dict) -> tuple[float, float]:
+    """HBM bytes an eager layer's non-GEMM kernels move, forward and backward together, per element of
+    the dispatched copies (T k h) and per element of the routed activation (T k f): the least-squares
+    fit, over a GPU record's shapes, of the grouped path's device time outside its matrix products,
+    read at the model's HBM rate (``Efficiency.hbm`` of the datasheet's bandwidth)."""
+    gpu = table_gpu(record["gpu_in_table"])
+    rate = EFFICIENCY.hbm * gpu.hbm_bytes_per_s
+    xs, ys = [], []
+    for row in record["rows"]:
+        h, f, e, k, ep, _ = SHAPES[row["shape"]]
+        grouped = row["paths"]["grouped"]
+        xs.append((row["tokens"] * k * h, row["tokens"] * k * f))
+        ys.append((grouped["busy_ms_per_layer"] - grouped["gemm_ms_per_layer"]) * 1e-3 * rate)
+    a11 = sum(x[0] * x[0] for x in xs)
+    a12 = sum(x[0] * x[1] for x in xs)
+    a22 = sum(x[1] * x[1] for x in xs)
+    b1 = sum(x[0] * y for x, y in zip(xs, ys))
+    b2 = sum(x[1] * y for x, y in zip(xs, ys))
+    det = a11 * a22 - a12 * a12
+    return (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det

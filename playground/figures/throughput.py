@@ -171,3 +171,29 @@ def heldout_figure():
     ax.set(xlim=(0.25, 4.0), xlabel="predicted / published throughput (dot), and its range (line)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     return fig
+
+
+@figure("moe_layer_h200.png")
+def moe_layer_figure():
+    """One EP rank's MoE layer measured on an H200 by each path, beside the step-time model's price."""
+    from playground import results
+    record = next(r for r in results.on_record("moe") if r["provenance"]["device_count"] and len(r["rows"]) > 1)
+    labels = {"grouped": "grouped GEMM, sizes on the device", "grouped_sync": "the same after a host sync",
+              "loop_sync": "a GEMM per expert (after the sync)", "capacity": "fixed capacity (token drop)",
+              "grouped_graph": "grouped, in a CUDA graph"}
+    rows = record["rows"]
+    paths = [p for p in labels if all(p in r["paths"] for r in rows)]
+    fig, ax = new_figure(width=10.0, height=4.4)
+    width = 0.8 / len(paths)
+    for j, path in enumerate(paths):
+        xs = [i + (j - (len(paths) - 1) / 2) * width for i in range(len(rows))]
+        ax.bar(xs, [r["paths"][path]["ms_per_layer"] / r["model_ms_per_layer"] for r in rows], width,
+               color=COLORS[j + 1], label=labels[path])
+    ax.axhline(1.0, color="0.2", lw=1.2, ls="--", label="the step-time model's price (= 1)")
+    ax.set_xticks(range(len(rows)), [f"{r['shape']}\n{r['local_experts']} local expert{'s' * (r['local_experts'] > 1)}, "
+                                     f"{r['rows'] // r['local_experts']:,} rows each" for r in rows], fontsize=7)
+    ax.set(ylabel="measured / modelled time of one layer", ylim=(0, None),
+           title=f"One EP rank's routed experts, forward + backward, {rows[0]['tokens']:,} tokens: "
+                 f"measured on one {record['gpu_in_table']}")
+    ax.legend(loc="upper right", fontsize=7)
+    return fig

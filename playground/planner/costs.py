@@ -24,7 +24,8 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            ring_network_bandwidth, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
 
-__all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES", "check_layout", "layer_gemms",
+__all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
+           "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
@@ -42,6 +43,15 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
 # (4 each) and two residual adds (3 each) are charged 14 a pass.
 FP32_STREAM_BYTES = 40
 BF16_STREAM_BYTES = 14
+# HBM bytes an eager PyTorch MoE layer's kernels outside its GEMMs move, forward and backward together:
+# per element of the k dispatched copies (routing, permutation, the combine's scatter-add and the gates'
+# product, and their gradients) and per element of the routed activation (SwiGLU and its gradient).
+# Measured: ``bench moe`` on an H200 (results/moe-nvidia-h200.json, five published MoE shapes), the
+# grouped path's device time outside its matrix products fitted over the shapes
+# (``playground.bench.moe.eager_bytes``: 80.0 and 83.3) and read at ``Efficiency.hbm`` of the datasheet's
+# bandwidth; a fused stack moves 12 and 18 (``permutation_bytes``, ``activation_bytes``).
+EAGER_MOE_ROW_BYTES = 80
+EAGER_MOE_ACT_BYTES = 83
 
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
@@ -147,6 +157,10 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     if layout.kernels == "eager":
         replicated += eager_extra_bytes(model, T, layout.tp if layout.sequence_parallel else 1, layout.fp32_stream)
         mlp_act += 4 * T * width / t if model.gated_mlp else 0            # silu, then the product apart
+        if moe:   # routing, permutation and combine, and the routed activation, as measured (a third a pass)
+            replicated += EAGER_MOE_ROW_BYTES / 3 * model.top_k * T * h / t - permutation_bytes(model, T, t)
+            routed = T * model.top_k * model.expert_width / t
+            mlp_act += (EAGER_MOE_ACT_BYTES / 3 - (10 if model.gated_mlp else 4)) * routed
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s

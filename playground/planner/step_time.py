@@ -7,7 +7,8 @@
   is cuBLAS's tile quantization (256 x 128 output tiles, NVIDIA's Matrix Multiplication Background
   guide), plus the memory-bound element-wise kernels (LayerNorm, softmax, dropout, GeLU) at
   ``eta_hbm`` of HBM bandwidth, plus a fixed launch cost per kernel; eager PyTorch
-  (``kernels="eager"``) adds what its unfused RMSNorm, RoPE and SwiGLU move.  Backward runs each
+  (``kernels="eager"``) adds what its unfused RMSNorm, RoPE and SwiGLU move, and in a MoE layer what its
+  routing, permutation and combine moved on an H200 (``costs.EAGER_MOE_ROW_BYTES``).  Backward runs each
   GEMM's input gradient and weight gradient (accumulated into the fp32 main gradient), the
   element-wise kernels twice and the attention core twice (a fused kernel 2.5 times: it recomputes
   the scores).  Full recomputation runs the forward once more, Megatron's selective the attention

@@ -4,8 +4,9 @@ The algorithms: ``tp_comm`` (the four TP/SP communication functions) and ``tenso
 (column/row-parallel layers, a TP block); context parallelism three ways: ``ring_attention`` (K/V
 blocks around a ring), ``all_gather_cp`` (Llama 3's: K/V all-gathered, head-and-tail chunks) and
 ``ulysses`` (all-to-all to a head shard and back); ``moe`` (routing, capacity), ``expert_parallel``
-(experts over ranks, all-to-all) and ``dropless`` (dropless beside capacity-factor dispatch, bytes
-per intra-/inter-node link); ``grid`` (ranks laid on a DP x PP x TP grid).  The runs that check
+(experts over ranks, all-to-all), ``dropless`` (dropless beside capacity-factor dispatch, bytes
+per intra-/inter-node link) and ``expert_execution`` (four ways one rank runs its routed experts:
+a grouped GEMM with or without a host sync, a GEMM per expert, fixed capacity); ``grid`` (ranks laid on a DP x PP x TP grid).  The runs that check
 them, each against single-process training and PyTorch's own where it has one: ``tp_measure``,
 ``ring_attention_runs``, ``cp_runs`` (the three CP attentions side by side),
 ``expert_parallel_runs``, ``dropless_runs``, ``compose`` (with ``compose_torch`` and ``key_bias``),
@@ -19,6 +20,7 @@ from playground.systems_map.all_gather_cp import all_gather_attention, load_bala
 from playground.systems_map.cp_runs import check_context_parallel
 from playground.systems_map.dropless import NodeAwareEP
 from playground.systems_map.dropless_runs import balance_report, check_dropless, link_report
+from playground.systems_map.expert_execution import RoutedExperts, expert_reference
 from playground.systems_map.expert_parallel import ExpertParallelMoE, all_to_all, expert_placement
 from playground.systems_map.expert_parallel_runs import (bytes_report, check_all_to_all, check_expert_parallel,
                                                          drop_report, drop_sweep)
@@ -41,7 +43,7 @@ __all__ = ["copy_to_tp", "reduce_from_tp", "gather_from_sp", "reduce_scatter_to_
            "row_shard", "check_tp_divisible", "dtensor_block",
            "ring_attention", "attention_reference", "split_sequence", "predicted_blocks", "ring_schedule",
            "MoE", "route", "expert_capacity", "queue_position", "within_capacity", "moe_reference", "load_balancing_loss",
-           "predicted_drops", "drops_agree", "ExpertParallelMoE", "expert_placement", "all_to_all",
+           "predicted_drops", "drops_agree", "ExpertParallelMoE", "RoutedExperts", "expert_reference", "expert_placement", "all_to_all",
            "RankGrid", "GridGroups",
            "tp_measure", "ring_attention_runs", "check_ring_attention", "layer_report", "memory_report",
            "expert_parallel_runs", "check_expert_parallel", "check_all_to_all", "drop_sweep", "bytes_report",

@@ -1,0 +1,44 @@
+"""The MoE layer measured on an H200 (results/moe-nvidia-h200*.json), read back: what chapter 6 says of it."""
+
+import pytest
+
+from playground import results
+from playground.bench.moe import GRAPHED, eager_bytes, summary
+from playground.planner.costs import EAGER_MOE_ACT_BYTES, EAGER_MOE_ROW_BYTES
+
+RECORDS = [r for r in results.on_record("moe") if r["provenance"]["device_count"]]
+FULL = [r for r in RECORDS if len(r["rows"]) > 1]
+
+
+def test_a_gpu_record_of_every_published_shape_is_kept():
+    assert FULL, "scripts/gpu_check.sh on a GPU writes one; the H200 runs of 2026-12-04 were kept"
+    assert {r["shape"] for r in FULL[0]["rows"]} == {"qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3",
+                                                      "gpt-oss-120b", "mixtral-8x7b"}
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r['rows'][0]['tokens']} tokens")
+def test_every_dropless_path_computed_what_the_grouped_one_did(record):
+    for row in record["rows"]:
+        for path in ("grouped_sync", "loop_sync"):
+            assert row["paths"][path]["agrees_with_grouped"] is True
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: f"{r['rows'][0]['tokens']} tokens")
+def test_the_expert_gemms_run_at_the_models_roofline_and_the_rest_at_five_to_six_times_its_price(record):
+    for row in summary(record):
+        assert 0.95 <= row["gemm_over_model"] <= 1.3, row
+        assert 4.5 <= row["other_over_model"] <= 6.5, row
+
+
+def test_a_host_sync_costs_little_launching_expert_by_expert_costs_much_with_many_small_experts():
+    rows = {r["shape"]: r for r in summary(FULL[0])}
+    assert all(r["grouped_sync_over_grouped"] <= 1.1 for r in rows.values())
+    assert rows["qwen3-30b-a3b"]["loop_sync_over_grouped"] >= 3       # 16 local experts, 2,048 rows each
+    assert all(r["loop_sync_over_grouped"] <= 1.25 for r in rows.values() if r["local_experts"] <= 4)
+    assert all(0.85 <= r[f"{GRAPHED}_over_grouped"] <= 1.0 for r in rows.values())
+
+
+def test_the_eager_bytes_the_model_charges_are_the_ones_measured():
+    row_bytes, act_bytes = eager_bytes(FULL[0])
+    assert row_bytes == pytest.approx(EAGER_MOE_ROW_BYTES, rel=0.05)
+    assert act_bytes == pytest.approx(EAGER_MOE_ACT_BYTES, rel=0.05)
