@@ -19,6 +19,7 @@ QUOTED = {
     "ex-throughput-ring-crossing": ("200", "450", "400"),
     "ex-throughput-comm-clock": ("5.84", "6.12", "1.048", "4.24", "4.54", "1.070"),
     "ex-throughput-dropless": ("2.9", "4.7", "9.2", "6.3"),
+    "ex-throughput-moe-host": ("16.6", "0.68", "8.3", "3.2", "2.6"),
 }
 
 
