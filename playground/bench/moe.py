@@ -3,14 +3,17 @@
 The layer is ``playground.systems_map.expert_execution.RoutedExperts`` at the shapes of published MoE
 runs (one rank of their expert parallelism: its local experts, a micro-batch's tokens routed over all
 experts, balanced as if exchanged by the all-to-all, which is not run), a few layers stacked, timed
-forward and backward by four paths: a grouped GEMM with device-side group sizes (no host sync), the
+forward and backward by five paths: a grouped GEMM with device-side group sizes (no host sync), the
 same with the counts brought to the host first (a dropless dispatcher's sync), one GEMM per expert
-after that sync, and fixed-capacity slots (token dropping).  On a GPU the kernels of one iteration
+after that sync, fixed-capacity slots (token dropping), and, on a GPU, the grouped path captured in a
+CUDA graph (the host launches nothing).  On a GPU the kernels of one iteration
 are traced (count and device time, so ``busy`` is the share of wall time the GPU worked), the same
 layers are run at a handful of tokens (where the host, launching kernels, sets the pace), and the
-step-time model's price of the same pieces (its GEMMs and its permutation and activation bytes, at
-its stated constants, no sustained-clock derate: a short run) stands beside each.  Every path is
-first checked against the grouped one on the real shape.
+step-time model's price of the same pieces for a fused stack (its GEMMs and its permutation and
+activation bytes, at its stated constants, no sustained-clock derate: a short run) stands beside
+each.  Every path's layer is first checked against the grouped one's output on the real shape.
+``summary`` reads a GPU record the way chapter 6 does; ``eager_bytes`` fits the bytes an eager layer's
+non-GEMM kernels move, which the step-time model charges a layout with ``kernels="eager"``.
 """
 
 from __future__ import annotations
@@ -149,11 +152,12 @@ def _build(shape, path, n_layers, device, capacity_factor, sample):
 
 def run_shape(shape: str, args, device) -> dict:
     h, f, e, k, ep, what = SHAPES[shape]
-    paths = args.paths or (PATHS + (GRAPHED,) if device.type == "cuda" else PATHS)
+    chosen = args.paths or (PATHS + (GRAPHED,) if device.type == "cuda" else PATHS)
+    paths = [p for p in PATHS + (GRAPHED,) if p in chosen]    # the grouped path first: the others are read against it
     tokens = args.tokens or (4096 if device.type == "cuda" else 128)
     # weights and their gradients, the activations saved per layer (the k copies, both MLP widths), twice over
     need = 2 * BYTES * args.layers * (3 * (e // ep) * h * f + e * h) * 2 + 2 * BYTES * args.layers * tokens * k * (3 * h + 6 * f)
-    check_fits(need, f"the {shape} layers at {tokens} tokens", per_gpu=device.type == "cuda")
+    check_fits(need, f"a stack of {args.layers} {shape} layers at {tokens:,} tokens", per_gpu=device.type == "cuda")
     g = torch.Generator().manual_seed(1)
     x = torch.randn(tokens, h, generator=g).to(device, torch.bfloat16)
     grad = torch.randn(tokens, h, generator=g).to(device, torch.bfloat16)
