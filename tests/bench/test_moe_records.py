@@ -42,3 +42,10 @@ def test_the_eager_bytes_the_model_charges_are_the_ones_measured():
     row_bytes, act_bytes = eager_bytes(FULL[0])
     assert row_bytes == pytest.approx(EAGER_MOE_ROW_BYTES, rel=0.05)
     assert act_bytes == pytest.approx(EAGER_MOE_ACT_BYTES, rel=0.05)
+
+
+def test_the_planners_moe_warning_quotes_the_record():
+    from playground.planner.step_range import _KINDS
+    why = next(w for kind, _, w in _KINDS if kind == "a mixture of experts")
+    row = next(r for r in summary(FULL[0]) if r["shape"] == "qwen3-30b-a3b")
+    assert f"{row['loop_sync_over_grouped']:.1f}x slower" in why and f"{row['grouped_sync_over_grouped']:.2f}x" in why
