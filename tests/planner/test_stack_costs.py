@@ -80,6 +80,25 @@ def test_eager_kernels_move_more_bytes_than_fused_ones_and_layernorm_is_already_
         predict(LLAMA, H100, replace(FSDP8, kernels="compiled"))
 
 
+def test_an_eager_moe_layer_moves_the_bytes_measured_on_an_h200_beyond_a_fused_one():
+    """costs.EAGER_MOE_*: 80 B per dispatched element and 83 per routed activation element, forward
+    and backward, against a fused stack's 12 and 18 (the permutation, SwiGLU), the eager SwiGLU's
+    split (12) counted once."""
+    from playground.planner.costs import EAGER_MOE_ACT_BYTES, EAGER_MOE_ROW_BYTES, layer_forward
+    moe = Model(4, 2048, 32, seq_len=4096, experts=128, top_k=8, moe_ffn=768, gated_mlp=True, norm="rmsnorm",
+                kv_heads=4, head_dim=128, position_embeddings=False)
+    lay = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=8)
+    gpu = hardware.gpu("H200")
+    fused, eager = (layer_forward(moe, replace(lay, kernels=k), gpu, EFFICIENCY, moe=True) for k in ("fused", "eager"))
+    dense = [layer_forward(moe, replace(lay, kernels=k), gpu, EFFICIENCY, moe=False)["elementwise"] for k in ("fused", "eager")]
+    T, k, h, f = 4096, 8, 2048, 768
+    extra = ((EAGER_MOE_ROW_BYTES - 12) * T * k * h + (EAGER_MOE_ACT_BYTES - 18 - 12) * T * k * f) / 3
+    # the dense layer's eager extras (norms, RoPE, its own SwiGLU split) apart, the MoE layer adds the measured bytes
+    dense_extra = dense[1] - dense[0] - 4 * T * moe.ffn_width / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s)
+    moe_extra = eager["elementwise"] - fused["elementwise"] - 4 * T * k * f / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s)
+    assert moe_extra - dense_extra == pytest.approx(extra / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s), rel=1e-9)
+
+
 def test_a_power_limit_below_the_tdp_slows_the_tensor_cores_only():
     capped = Cluster.of("H100", power_limit_w=500)
     assert power_clock(capped) == pytest.approx((500 / 700) ** EFFICIENCY.power_exponent)
