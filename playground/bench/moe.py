@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from playground.bench import check_fits
-from playground.bench.mfu import table_gpu
+from playground.bench.mfu import _sync, table_gpu
 from playground.bench.profile import kernel_class
 from playground.planner.architecture import Model
 from playground.planner.costs import BYTES, EFFICIENCY, activation_bytes, gemm_time, layer_gemms, permutation_bytes
@@ -58,11 +58,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
 
 
-def _sync(device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class _Stack(nn.Module):
     """Routed-expert layers one after another, each added to the residual stream."""
 
@@ -83,7 +78,7 @@ def _iteration(stack, x, grad) -> None:
 
 
 def _time(stack, x, grad, device, repeats: int, warmup: int) -> float:
-    """Median wall seconds of one forward and backward through ``layers``."""
+    """Median wall seconds of one forward and backward through ``stack``."""
     for _ in range(warmup):
         _iteration(stack, x, grad)
     times = []
@@ -259,16 +254,26 @@ def eager_bytes(record: dict) -> tuple[float, float]:
     read at the model's HBM rate (``Efficiency.hbm`` of the datasheet's bandwidth)."""
     gpu = table_gpu(record["gpu_in_table"])
     rate = EFFICIENCY.hbm * gpu.hbm_bytes_per_s
-    xs, ys = [], []
+    xs, ys = zip(*(_elements_and_bytes(row, rate) for row in record["rows"]))
+    fit = torch.linalg.lstsq(torch.tensor(xs, dtype=torch.float64),
+                             torch.tensor(ys, dtype=torch.float64).unsqueeze(1)).solution
+    return float(fit[0, 0]), float(fit[1, 0])
+
+
+def _elements_and_bytes(row: dict, rate: float) -> tuple[tuple[int, int], float]:
+    """((dispatched elements, routed activation elements), bytes the grouped path's non-GEMM time moves at ``rate``)."""
+    h, f, e, k, ep, _ = SHAPES[row["shape"]]
+    grouped = row["paths"]["grouped"]
+    return (row["tokens"] * k * h, row["tokens"] * k * f), \
+        (grouped["busy_ms_per_layer"] - grouped["gemm_ms_per_layer"]) * 1e-3 * rate
+
+
+def eager_bytes_fit(record: dict, row_bytes: float, act_bytes: float) -> dict:
+    """{shape: the bytes ``row_bytes`` and ``act_bytes`` predict over those the record's grouped
+    path moved}, for any GPU record (one the fit left out too)."""
+    rate = EFFICIENCY.hbm * table_gpu(record["gpu_in_table"]).hbm_bytes_per_s
+    out = {}
     for row in record["rows"]:
-        h, f, e, k, ep, _ = SHAPES[row["shape"]]
-        grouped = row["paths"]["grouped"]
-        xs.append((row["tokens"] * k * h, row["tokens"] * k * f))
-        ys.append((grouped["busy_ms_per_layer"] - grouped["gemm_ms_per_layer"]) * 1e-3 * rate)
-    a11 = sum(x[0] * x[0] for x in xs)
-    a12 = sum(x[0] * x[1] for x in xs)
-    a22 = sum(x[1] * x[1] for x in xs)
-    b1 = sum(x[0] * y for x, y in zip(xs, ys))
-    b2 = sum(x[1] * y for x, y in zip(xs, ys))
-    det = a11 * a22 - a12 * a12
-    return (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+        (rows, acts), moved = _elements_and_bytes(row, rate)
+        out[row["shape"]] = (row_bytes * rows + act_bytes * acts) / moved
+    return out

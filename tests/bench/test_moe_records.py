@@ -49,3 +49,11 @@ def test_the_planners_moe_warning_quotes_the_record():
     why = next(w for kind, _, w in _KINDS if kind == "a mixture of experts")
     row = next(r for r in summary(FULL[0]) if r["shape"] == "qwen3-30b-a3b")
     assert f"{row['loop_sync_over_grouped']:.1f}x slower" in why and f"{row['grouped_sync_over_grouped']:.2f}x" in why
+
+
+def test_the_two_eager_byte_counts_reproduce_every_shape_and_the_run_left_out_of_the_fit():
+    from playground.bench.moe import eager_bytes_fit
+    fit = eager_bytes(FULL[0])
+    assert all(abs(v - 1) <= 0.04 for v in eager_bytes_fit(FULL[0], *fit).values())
+    left_out = [r for r in RECORDS if r is not FULL[0]]
+    assert left_out and all(abs(v - 1) <= 0.09 for r in left_out for v in eager_bytes_fit(r, *fit).values())
