@@ -277,3 +277,20 @@ def eager_bytes_fit(record: dict, row_bytes: float, act_bytes: float) -> dict:
         (rows, acts), moved = _elements_and_bytes(row, rate)
         out[row["shape"]] = (row_bytes * rows + act_bytes * acts) / moved
     return out
+
+
+def launch_fit(records: list[dict]) -> dict:
+    """What the step-time model prices a MoE layer's host launches with (``costs.moe_host_time``), read off
+    GPU records: the kernels a grouped layer launches (median over shapes), the kernels each local expert
+    adds when launched on its own (least squares through the origin over the local experts), and the
+    host's time per kernel at 64 tokens over every eager path, shape and record (median, least, most)."""
+    rows = [row for record in records for row in record["rows"]]
+    grouped = [row["paths"]["grouped"]["kernels_per_layer"] for row in rows]
+    local = torch.tensor([float(row["local_experts"]) for row in rows], dtype=torch.float64)
+    extra = torch.tensor([row["paths"]["loop_sync"]["kernels_per_layer"] - row["paths"]["grouped"]["kernels_per_layer"]
+                          for row in rows], dtype=torch.float64)
+    per_kernel = [row["paths"][p]["host_us_per_kernel"] for row in rows for p in ("grouped", "grouped_sync", "loop_sync")]
+    return {"layer_kernels": statistics.median(grouped),
+            "expert_kernels": float((local * extra).sum() / (local * local).sum()),
+            "host_us_per_kernel": statistics.median(per_kernel),
+            "host_us_range": (min(per_kernel), max(per_kernel))}

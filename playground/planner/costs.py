@@ -25,7 +25,8 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
 from playground.planner.memory import memory_per_gpu
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
-           "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "check_layout", "layer_gemms",
+           "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
+           "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
@@ -52,6 +53,12 @@ BF16_STREAM_BYTES = 14
 # bandwidth; a fused stack moves 12 and 18 (``permutation_bytes``, ``activation_bytes``).
 EAGER_MOE_ROW_BYTES = 80
 EAGER_MOE_ACT_BYTES = 83
+# Kernels the host launches for one MoE layer (routing, permutation, experts, combine), forward and
+# backward, as counted on one H200 (``playground.bench.moe.launch_fit``): 107-111 with each expert GEMM one
+# grouped kernel, and 17 more for every local expert when each expert's GEMMs, its slice of the SwiGLU
+# and their gradients are launched apart (after the host sync that reads how many rows each expert got)
+MOE_LAYER_KERNELS = 108
+MOE_EXPERT_KERNELS = 17
 
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
@@ -165,6 +172,19 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward}
+
+
+def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
+    """Seconds the host spends launching one MoE layer's kernels for one micro-batch, forward and backward
+    (and the forward again when recomputed): ``MOE_LAYER_KERNELS``, plus ``MOE_EXPERT_KERNELS`` per local
+    expert when they run one by one (``moe_launch="per_expert"``), each ``eff.host_kernel_s``; none when
+    the layer replays from a CUDA graph.  The attention block's own launches are not counted."""
+    if layout.moe_launch == "graphed":
+        return 0.0
+    local = model.experts / layout.ep
+    kernels = MOE_LAYER_KERNELS + (MOE_EXPERT_KERNELS * local if layout.moe_launch == "per_expert" else 0)
+    again = layout.recompute == "full" or "moe" in layout.selective_modules
+    return kernels * (4 / 3 if again else 1) * eff.host_kernel_s   # the forward is about a third of them
 
 
 def permutation_bytes(model: Model, tokens: float, tp: int) -> float:

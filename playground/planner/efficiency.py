@@ -159,6 +159,12 @@ _SOURCES = {
     "kernel_s": "published measurement: launch cost per kernel on GB200, tritonbench PR #1017 "
                 "(https://github.com/meta-pytorch/tritonbench/pull/1017): raw cuLaunchKernel 3.0 us, "
                 "Triton's launcher 4.7 us, Inductor's per-kernel path 6.8 us; 5 us is their middle",
+    "host_kernel_s": "measured: the host's time per kernel of the course's eager MoE layer on one H200 (python -m "
+                     "playground.bench moe, results/moe-nvidia-h200.json and -tokens8192.json; torch 2.11, 2026-12-04): "
+                     "a layer's forward and backward at 64 tokens, where launches set the pace, over the kernels it "
+                     "launched, 24.8-39.5 us over three paths (grouped, grouped after a host sync, a GEMM per "
+                     "expert) and six shapes, median 31.6; 32 taken.  It is Python, PyTorch's dispatcher and the "
+                     "launch on that VM's host CPU: another host or a stack that launches from C++ differs",
     "latency_s": "bounded by published measurements, the value between them assumed: a small send/recv between "
                  "two H100s over NVLink takes ~3 us in nccl-tests (NCCL's maintainer, https://github.com/NVIDIA/nccl/"
                  "issues/1487); NCCL's own tuning model prints 25.2 us for a whole 8-byte all-reduce on an H100 "
@@ -201,6 +207,7 @@ _SPREAD = {
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "network": (0.92, 0.96),      # NDR's 46 ... 48 GB/s per 400 Gb/s NIC
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
+    "host_kernel_s": (24.8e-6, 39.5e-6),  # the fastest and slowest path and shape measured on the H200
     "latency_s": (3e-6, 25e-6),   # nccl-tests' NVLink send/recv ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
@@ -235,6 +242,7 @@ class Efficiency:
     link: float = 0.80        # NCCL bus bandwidth over NVLink, fraction of its datasheet rate
     network: float = 0.94     # NCCL bus bandwidth across nodes, fraction of the NICs' line rate
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
+    host_kernel_s: float = 32e-6  # host time to issue one kernel of an eager MoE layer (Python, dispatcher, launch)
     latency_s: float = 10e-6  # per ring step of a collective / per p2p message
     tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
     optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step

@@ -23,7 +23,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "KERNELS", "CP_METHODS",
+           "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH",
            "check_layout", "check_recompute_modules",
            "stage_layers", "placement_note", "even_chunks"]
 
@@ -35,6 +35,7 @@ DTYPES = ("bf16", "fp8")
 CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
+MOE_LAUNCH = ("grouped", "per_expert", "graphed")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,11 @@ class Layout:
                                      # --cross-entropy-loss-fusion, Liger's)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
+    moe_launch: str = "grouped"      # how a MoE layer's expert GEMMs reach the GPU: grouped (one kernel each, group
+                                     # sizes on the device: torch._grouped_mm, DeepGEMM), per_expert (a GEMM launched
+                                     # per local expert after a host sync: Transformer Engine's GroupedLinear under
+                                     # Megatron-Core's dropless dispatcher) or graphed (the layer replayed from a
+                                     # CUDA graph: Megatron-Core's drop-and-pad); prices the host's launches
     ep_overlap: bool = False         # EP all-to-alls of one micro-batch behind another's compute (Megatron-Core's
                                      # --overlap-moe-expert-parallel-comm, the Model Zoo's "1F1B A2A overlap";
                                      # DeepSeek-V3's DualPipe)
@@ -311,6 +317,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"attention_kernel must be fa1, fa2, fa3 or cudnn, got {layout.attention_kernel!r}")
     if layout.loss_kernel not in ("upcast", "megatron", "fused"):
         raise PlanError(f"loss_kernel must be upcast, megatron or fused, got {layout.loss_kernel!r}")
+    if layout.moe_launch not in MOE_LAUNCH:
+        raise PlanError(f"moe_launch must be one of {', '.join(MOE_LAUNCH)}, got {layout.moe_launch!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):

@@ -95,6 +95,12 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
                      "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
                      "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
+    lay.add_argument("--moe-launch", choices=("grouped", "per_expert", "graphed"), help="how the host launches a "
+                     "MoE layer's kernels, which the GPU waits for when they outlast its work: grouped (each expert "
+                     "GEMM one kernel: torch._grouped_mm, DeepGEMM, Megatron-Core; 108 kernels a layer), per_expert "
+                     "(each local expert's GEMMs and activation launched from Python, as an eager loop over experts "
+                     "does: 17 more a local expert) or graphed (the layer replayed from a CUDA graph: none); each "
+                     "kernel 32 us of host time, as measured on an H200 (default: grouped)")
     lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
                      "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
                      "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")
@@ -145,7 +151,7 @@ def layout_knobs(opts) -> dict:
         if not knobs["recompute_modules"]:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "ep_overlap", "p2p_overlap",
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)

@@ -20,7 +20,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gpt_oss
-from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, llama31
+from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row",
@@ -33,7 +33,8 @@ _BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence paralleli
                 "overlap, gradient-reduction dtype not in the table (the recipes' settings, not read: "
                 "Layout.today's taken)")
 _MOE_NOTE = ("{routing}; token dispatcher and whether its all-to-alls hide behind another micro-batch's compute "
-             "not stated (all-to-all unhidden taken, DeepEP and the overlap in the range)")
+             "not stated (all-to-all unhidden taken, DeepEP and the overlap in the range); the host's time to launch "
+             "a MoE layer not measured for this stack (" + MEGATRON_MOE_HOST + ")")
 _DROPLESS = "dropless, the tokens force-balanced over the experts"
 _TOKEN_DROP = "token-drop (the table's 'tokendrop'): a capacity factor caps what each expert takes"
 GPT_OSS_120B = gpt_oss(36, 128, "gpt-oss-120b")
@@ -49,7 +50,7 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     # over DDP without it and with it, never ZeRO-3)
     layout = replace(layout, attention_kernel=TE_ATTENTION)
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
-        + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ())
+        + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ()) + (("moe_launch",) if model.is_moe else ())
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
     precision = ("BF16" if layout.dtype == "bf16" else "FP8-MX (MXFP8 block scaling)" if "FP8-MX" in name
                  else "FP8-CS (current scaling)")

@@ -11,12 +11,19 @@ from dataclasses import replace
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 from playground.planner.presets import preset
 
-__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2", "llama31", "TE_ATTENTION"]
+__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2", "llama31", "TE_ATTENTION",
+           "MEGATRON_MOE_HOST"]
 
 
 # Transformer Engine's attention on Hopper and Blackwell: cuDNN's fused kernel (TE selects it over
 # FlashAttention on sm90, context parallelism included; transformer_engine/pytorch/attention.py, v1.5)
 TE_ATTENTION = "cudnn"
+# What a Megatron-Core MoE row leaves open about its host: Transformer Engine's GroupedLinear launches one cuBLAS
+# GEMM per local expert from C++ (general_grouped_gemm -> multi_stream_cublas_gemm, transformer_engine/common/
+# gemm/cublaslt_gemm.cu at d0067d0), after the dropless dispatcher's host sync, and the layer's routing and
+# dispatch run from Python; a drop-and-pad layer it can replay from a CUDA graph (Megatron-Bridge's MoE guide)
+MEGATRON_MOE_HOST = ("one grouped launch taken; the range runs from a CUDA-graphed layer (no host time) to one "
+                     "launching each expert from Python, as measured on an H200: moe_launch")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
-from playground.planner.published_row import TE_ATTENTION, PublishedStackRun
+from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun
 
 __all__ = ["MOE_MODEL_ZOO", "DEEPSEEK_V3", "QWEN3_235B", "qwen3_moe"]
 
@@ -30,7 +30,8 @@ _ZOO = ("https://github.com/yanring/Megatron-MoE-ModelZoo/blob/c1ad0b5c89f425d60
         "best_practice/Qwen3/readme.md (256 H100, NVLink 4, InfiniBand 8 x 50 GB/s); shape "
         "model_configs/benchmarking/Qwen3-235B-A22B.yaml")
 QWEN3_235B = qwen3_moe(94, 4096, 64, 4, 12288, 128, 8, 1536, 4096, "qwen3-235b-a22b")
-_ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); DeepEP rows: ep_dispatch "
+_ZOO_NOTE = ("dropless or forced balance not stated (moe_imbalance unstated: 1 taken); the host's launch time "
+             "not measured for Megatron-Core (" + MEGATRON_MOE_HOST + "); DeepEP rows: ep_dispatch "
              "deepep; BF16, distributed optimizer with overlapped grad reduce and param gather, gradients reduced "
              "in bf16 (no --accumulate-allreduce-grads-in-fp32: Megatron-LM's default), sequence parallelism, "
              "flash attention (the yaml); expert tensor parallelism ETP = 1 while TP > 1 (expert_tp=1: experts "
@@ -42,19 +43,19 @@ MOE_MODEL_ZOO = (
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 8 FSDP 128, full recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
                       QWEN3_235B, Layout.today(2, 1, 128, ep=8, expert_tp=1, micro_batch=4, global_batch=2048,
                                                 zero_stage=3, recompute="full", ep_dispatch="deepep", grad_reduce="bf16"),
-                      ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
+                      ("moe_imbalance", "moe_launch"), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; FSDP On (Megatron-FSDP), EDP 32, 'disable log para norm'",
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 4 EP 8 PP 8 VPP 4, no recompute", "Megatron MoE Model Zoo", _ZOO, "H100",
                       QWEN3_235B, Layout.today(4, 8, 8, ep=8, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4,
                                                 ep_dispatch="deepep", grad_reduce="bf16"),
-                      ("recompute", "moe_imbalance"), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
+                      ("recompute", "moe_imbalance", "moe_launch"), step_time_s=29.0, tflops_per_gpu=167, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 4; the recompute cell is empty (none taken)",
                       cite="nvidia2025moemodelzoo"),
     PublishedStackRun("Qwen3-235B-A22B, TP 2 EP 32 PP 8 VPP 4, cross-node EP", "Megatron MoE Model Zoo", _ZOO, "H100",
                       QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
                                                 vpp=4, ep_dispatch="deepep", grad_reduce="bf16", **_NORM_ACT_LAYOUT),
-                      ("moe_imbalance",), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
+                      ("moe_imbalance", "moe_launch"), step_time_s=19.7, tflops_per_gpu=245, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
                       + "; the same layout with 1F1B A2A overlap ran 17.6 s (not modelled: no row)",
                       cite="nvidia2025moemodelzoo"),
@@ -63,7 +64,7 @@ MOE_MODEL_ZOO = (
                       QWEN3_235B, Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048,
                                                 vpp=4, ep_dispatch="deepep", grad_reduce="bf16", ep_overlap=True,
                                                 **_NORM_ACT_LAYOUT),
-                      ("moe_imbalance",), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
+                      ("moe_imbalance", "moe_launch"), step_time_s=17.6, tflops_per_gpu=276, flop_count="model",
                       note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; EP 32 spans four nodes" + _NORM_ACT
                       + "; '+1f1b overlap': the row above with the all-to-alls behind another micro-batch's "
                       "compute (ep_overlap)", cite="nvidia2025moemodelzoo"),
@@ -71,7 +72,7 @@ MOE_MODEL_ZOO = (
                       _ZOO, "H100",
                       QWEN3_235B, Layout.today(2, 32, 4, ep=8, expert_tp=1, micro_batch=1, global_batch=2048,
                                                 vpp=3, grad_reduce="bf16", **_NORM_ACT_LAYOUT),
-                      ("moe_imbalance",), step_time_s=24.2, tflops_per_gpu=200, flop_count="model",
+                      ("moe_imbalance", "moe_launch"), step_time_s=24.2, tflops_per_gpu=200, flop_count="model",
                       note=_ZOO_NOTE + "; Megatron's all-to-all dispatcher (A2A); EDP 1; 96 chunks for 94 layers, "
                       "the embedding and the loss a chunk each" + _NORM_ACT,
                       cite="nvidia2025moemodelzoo"),

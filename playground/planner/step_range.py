@@ -51,6 +51,7 @@ SETTINGS = {
     "moe_imbalance": (1.0, 1.25, 1.5),
     "ep_dispatch": ("alltoall", "deepep"),
     "ep_overlap": (False, True),
+    "moe_launch": ("grouped", "per_expert", "graphed"),  # the experts' GEMMs as one kernel, one by one, or graphed
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "grad_reduce": ("bf16", "fp32"),
@@ -68,7 +69,7 @@ _FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "
                      "comm_clock": True, "comm_share": False,
                      "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,
-                     "attention_fa3": True, "attention_cudnn": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "latency_s": False,
+                     "attention_fa3": True, "attention_cudnn": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "host_kernel_s": False, "latency_s": False,
                      "optimizer_bytes": False, "loss_bytes": False}
 
 
@@ -96,6 +97,8 @@ def setting_choices(model: Model, layout: Layout, field: str) -> list:
             if layout.zero_stage == 3 else [layout.shard_group]
     elif field == "sequence_parallel" and layout.tp == 1:
         values = [False]
+    elif field == "moe_launch" and not model.is_moe:
+        values = [layout.moe_launch]
     else:
         values = SETTINGS[field]
     return [v for v in values if _valid(model, replace(layout, **{FIELD.get(field, field): v}))]
@@ -165,12 +168,13 @@ def _te_tp_overlap(model: Model, cluster: Cluster | None, layout: Layout | None)
 
 # the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason
 _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
-           "a MoE layer's host work (kernels launched one by one, dropless routing's host syncs) is not "
-           "modelled, and it can be most of the step: on one H200 a rank of 16 small experts launched one by one "
-           "ran its layer 4.3x slower than with one grouped GEMM (a sync alone: 1.06x; chapter 6), and "
-           "Megatron-Bridge's Qwen3-30B-A3B ran twice as fast token-drop in 25.09 as dropless in 25.11, same "
-           "layouts; read the time as optimistic unless your stack runs its experts as one grouped GEMM, fuses "
-           "the router and permutation and graphs the layer"),
+           "a MoE layer's host work is priced only as a floor measured for eager PyTorch on one H200 (--moe-launch: "
+           "108 kernels a layer, 17 more per local expert launched one by one, 32 us each), and launching "
+           "Qwen3-30B-A3B's 16 local experts one by one made its layer 4.3x slower there (a host sync alone: 1.06x; "
+           "chapter 6); your stack's own launch cost is not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
+           "ran twice as fast token-drop in 25.09 as dropless in 25.11, same layouts; read the time as optimistic "
+           "unless your stack runs its experts as one grouped GEMM, fuses the router and permutation and graphs the "
+           "layer"),
           ("a sequence beyond 64K tokens", lambda m, c, l: m.seq_len > 65536,
            "what long-context attention loses beyond its kernel's rate and the CP ring's messages is not modelled"),
           ("ZeRO-3 / FSDP on Hopper GPUs at their full power", _full_power_fsdp_on_hopper,

@@ -99,7 +99,8 @@ from playground.planner.comm_costs import context_parallel_time, fsdp_exposed_ti
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
                                       data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
-                                      layer_forward, layer_gemms, module_recompute_time, overlapped, per_op_recomputed,
+                                      layer_forward, layer_gemms, module_recompute_time, moe_host_time, overlapped,
+                                      per_op_recomputed,
                                       pipeline_link, replica_link, shard_link, sustained_rate,
                                       tensor_parallel_link)
 from playground.planner.efficiency import LOSS_KERNEL_BYTES
@@ -174,8 +175,12 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
         + (2.5 if layout.flash_attention else 2.0) * fwd["attention"]
     if ep and layout.ep_overlap:   # paired with another micro-batch's pass: its compute hides them
         ep = overlapped(ep, f + backward + recompute, gpu, eff)
+    # the host launches a MoE layer's kernels while the GPU runs earlier ones; the dispatcher's host sync
+    # lets it run no further ahead than the layer, so the GPU waits for whatever of the launching outlasts
+    # the layer's device time
+    host = max(0.0, moe_host_time(model, layout, eff) - (f + backward + recompute + tp + cp + ep)) if moe else 0.0
     return {"forward": f, "backward": backward, "compute": f + backward, "recompute": recompute, "tp": tp,
-            "cp": cp, "ep": ep,
+            "cp": cp, "ep": ep, "host": host,
             "parts": fwd}
 
 
@@ -224,7 +229,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         dense_p, expert_p = stage_params(model, layout, i, n_layers, first)
         first += n_layers
         row = {k: sum(counts[moe] * costs[moe][k] for moe in kinds)
-               for k in ("compute", "recompute", "tp", "cp", "ep")}
+               for k in ("compute", "recompute", "tp", "cp", "ep", "host")}
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:
             unit = (dense_p + expert_p) / n_layers * BYTES
@@ -234,7 +239,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
                    forward=sum(counts[moe] * costs[moe]["forward"] for moe in kinds),
                    backward=sum(counts[moe] * (costs[moe]["backward"] + costs[moe]["recompute"]) for moe in kinds))
-        row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "zero3", "logits"))
+        row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "zero3", "logits"))
         rows.append(row)
     slow = max(rows, key=lambda r: r["total"])
 
@@ -289,6 +294,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "tp_comm": m * slow["tp"],
         "cp_comm_exposed": m * slow["cp"],
         "ep_all_to_all": m * slow["ep"],
+        "moe_host_wait": m * slow["host"],
         "pp_p2p": m * p2p_mb,
         "bubble": bubble_t,
         "dp_comm_exposed": dp_exposed,
@@ -326,6 +332,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained",
                                                           "comm_clock",
                                                           "comm_share", "power_exponent",
-                                                          "hbm", "link", "network", "kernel_s", "latency_s")},
+                                                          "hbm", "link", "network", "kernel_s", "host_kernel_s",
+                                                          "latency_s")},
         "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

@@ -57,3 +57,15 @@ def test_the_two_eager_byte_counts_reproduce_every_shape_and_the_run_left_out_of
     assert all(abs(v - 1) <= 0.04 for v in eager_bytes_fit(FULL[0], *fit).values())
     left_out = [r for r in RECORDS if r is not FULL[0]]
     assert left_out and all(abs(v - 1) <= 0.09 for r in left_out for v in eager_bytes_fit(r, *fit).values())
+
+
+def test_the_host_launches_the_model_prices_are_the_ones_measured():
+    from playground.bench.moe import launch_fit
+    from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
+    from playground.planner.layout import EFFICIENCY
+    fit = launch_fit(RECORDS)
+    assert fit["layer_kernels"] == pytest.approx(MOE_LAYER_KERNELS, abs=1)
+    assert fit["expert_kernels"] == pytest.approx(MOE_EXPERT_KERNELS, abs=0.5)
+    assert fit["host_us_per_kernel"] == pytest.approx(EFFICIENCY.host_kernel_s * 1e6, rel=0.03)
+    low, high = EFFICIENCY.spread["host_kernel_s"]
+    assert (low * 1e6, high * 1e6) == pytest.approx(fit["host_us_range"], abs=0.05)

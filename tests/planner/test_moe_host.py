@@ -1,0 +1,84 @@
+"""A MoE layer's host launches: the GPU waits for whatever of them outlasts the layer's device work.
+
+The kernel counts and the host time per kernel are the H200 measurement's (tests/bench/test_moe_records.py
+holds them to the record); here each is checked against its accounting and the direction it must move a step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, Model, moe_host_time
+from playground.planner.errors import PlanError
+from playground.planner.layout import EFFICIENCY, Cluster, Layout
+from playground.planner.presets import preset
+from playground.planner.step_range import predict_range
+from playground.planner.step_time import predict
+
+# Qwen3-30B-A3B's shape, four layers: 128 experts of 768, top 8
+QWEN3_30B = Model(4, 2048, 32, seq_len=4096, experts=128, top_k=8, moe_ffn=768, gated_mlp=True, norm="rmsnorm",
+                  kv_heads=4, head_dim=128, position_embeddings=False, tied_embeddings=False)
+B200 = Cluster.of("B200")
+EP8 = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=64)
+
+
+def _wait(layout, model=QWEN3_30B, cluster=B200):
+    return predict(model, cluster, layout)["time_breakdown"]["moe_host_wait"]
+
+
+def test_the_host_launches_a_fixed_set_of_kernels_a_layer_and_more_per_expert_launched_apart():
+    grouped, per_expert = (moe_host_time(QWEN3_30B, replace(EP8, moe_launch=m), EFFICIENCY)
+                           for m in ("grouped", "per_expert"))
+    assert grouped == pytest.approx(MOE_LAYER_KERNELS * EFFICIENCY.host_kernel_s)
+    assert per_expert - grouped == pytest.approx(16 * MOE_EXPERT_KERNELS * EFFICIENCY.host_kernel_s)
+    assert moe_host_time(QWEN3_30B, replace(EP8, moe_launch="graphed"), EFFICIENCY) == 0
+    # the recomputed forward launches its third again
+    assert moe_host_time(QWEN3_30B, replace(EP8, recompute="full"), EFFICIENCY) == pytest.approx(4 / 3 * grouped)
+
+
+def test_sixteen_small_experts_launched_one_by_one_leave_a_b200_waiting_on_its_host():
+    per_expert, grouped, graphed = (predict(QWEN3_30B, B200, replace(EP8, moe_launch=m))
+                                    for m in ("per_expert", "grouped", "graphed"))
+    assert per_expert["step_time_s"] > 2 * graphed["step_time_s"]
+    assert per_expert["time_breakdown"]["moe_host_wait"] > 0.5 * per_expert["step_time_s"]
+    assert graphed["time_breakdown"]["moe_host_wait"] == 0
+    assert grouped["step_time_s"] >= graphed["step_time_s"]
+    # the wait is what the launches outlast: the step less it is the graphed layer's device work
+    assert per_expert["step_time_s"] - per_expert["time_breakdown"]["moe_host_wait"] == \
+        pytest.approx(graphed["step_time_s"], rel=1e-9)
+
+
+def test_enough_work_on_the_device_hides_the_host_and_dense_layers_never_wait():
+    assert _wait(replace(EP8, micro_batch=8, moe_launch="per_expert")) < _wait(replace(EP8, moe_launch="per_expert"))
+    assert _wait(replace(EP8, moe_launch="per_expert"), cluster=Cluster.of("A100-80GB")) \
+        < _wait(replace(EP8, moe_launch="per_expert"))          # a slower GPU has more work to hide it behind
+    llama = replace(preset("llama3-8b"), layers=4)
+    assert _wait(replace(EP8, ep=1, moe_launch="per_expert"), model=llama) == 0
+
+
+def test_the_range_over_an_unstated_launch_spans_a_graphed_layer_to_one_launched_expert_by_expert():
+    graphed, per_expert = (predict(QWEN3_30B, B200, replace(EP8, moe_launch=m))["step_time_s"]
+                           for m in ("graphed", "per_expert"))
+    lo, hi = predict_range(QWEN3_30B, B200, EP8, unstated=("moe_launch",))["step_time_range_s"]
+    assert lo <= graphed and hi >= per_expert
+
+
+def test_an_unknown_launch_is_a_clear_error():
+    with pytest.raises(PlanError, match="moe_launch must be one of grouped, per_expert, graphed"):
+        predict(QWEN3_30B, B200, replace(EP8, moe_launch="compiled"))
+
+
+def test_the_command_line_takes_the_launch_and_names_the_wait(capsys, tmp_path):
+    from playground.step_time import main as step_time_main
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144, '
+                      '"moe_intermediate_size": 768, "num_attention_heads": 32, "num_key_value_heads": 4, '
+                      '"head_dim": 128, "num_hidden_layers": 48, "num_experts": 128, "num_experts_per_tok": 8, '
+                      '"vocab_size": 151936, "tie_word_embeddings": false}')
+    base = ["--hf-config", str(config), "--gpu", "B200", "--gpus", "8", "--ep", "8", "--seq-len", "4096",
+            "--global-batch", "64"]
+    assert step_time_main(base + ["--moe-launch", "per_expert"]) == 0
+    assert "moe_host_wait" in capsys.readouterr().out
+    assert step_time_main(base + ["--moe-launch", "compiled"]) == 2
+    assert "invalid choice: 'compiled'" in capsys.readouterr().err
