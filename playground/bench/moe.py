@@ -13,7 +13,8 @@ step-time model's price of the same pieces for a fused stack (its GEMMs and its 
 activation bytes, at its stated constants, no sustained-clock derate: a short run) stands beside
 each.  Every path's layer is first checked against the grouped one's output on the real shape.
 ``summary`` reads a GPU record the way chapter 6 does; ``eager_bytes`` fits the bytes an eager layer's
-non-GEMM kernels move, which the step-time model charges a layout with ``kernels="eager"``.
+non-GEMM kernels move, which the step-time model charges a layout with ``kernels="eager"``; ``launch_fit``
+the kernels a layer launches and the host's time for each, with which it prices a MoE layer's launches.
 """
 
 from __future__ import annotations

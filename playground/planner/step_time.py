@@ -50,6 +50,10 @@
   the backward of another, so each layer's all-to-alls hide behind that pair's compute: only what
   outlasts it, and the SMs the dispatcher holds, are exposed (warm-up and cool-down, unpaired, are
   not told apart).
+* a MoE layer's **host launches** (``moe_launch``): its kernels, forward and backward, 108 of them, 17 more per
+  local expert when each expert's GEMMs are launched on their own, none from a CUDA graph, at ``host_kernel_s``
+  each (all measured on one H200, ``costs.moe_host_time``); the dispatcher's host sync keeps the host from
+  running further ahead than the layer, so the GPU waits for what of them outlasts the layer's device work.
 * **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP
   (routed experts over DP x CP / EP), of which at most the last micro-batch's backward can hide it
   when overlap is on.  The distributed optimizer (ZeRO-1/2, Megatron's ``--use-distributed-optimizer``)
