@@ -298,12 +298,12 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "tp_comm": m * slow["tp"],
         "cp_comm_exposed": m * slow["cp"],
         "ep_all_to_all": m * slow["ep"],
-        "moe_host_wait": m * slow["host"],
         "pp_p2p": m * p2p_mb,
         "bubble": bubble_t,
         "dp_comm_exposed": dp_exposed,
         "zero3_gathers": m * slow["zero3"],
         "optimizer": optimizer_t,
+        "moe_host_wait": m * slow["host"],
     }
     mem = memory_per_gpu(model, layout, gpu)
     dense_fwd = costs[False]["parts"]

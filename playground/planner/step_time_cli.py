@@ -106,7 +106,8 @@ def _report(r: dict) -> str:
         say = "would fit" if not mem["fits"] else "with room"
         lines += [f"{say} {a['change']}: {a['memory_bytes'] / 2 ** 30:.1f} GiB" for a in r.get("fit_advice", [])] \
             or [f"{say} no single change of the layout fits: more GPUs or a smaller model"]
-    lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()]
+    lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()
+              if v or k != "moe_host_wait"]    # a wait on the host only where a MoE layer makes one
     lines += [f"caveat   {c}" for c in r.get("caveats", [])]
     return "\n".join(lines)
 
