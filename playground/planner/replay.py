@@ -8,26 +8,30 @@ held-out ones among them with what the check counts, ``tight_runs`` those the
 memory model counts into its allowance, ``miss_shares`` what the
 dense rows' misses on one GPU architecture go with, and ``tp_sweep`` / ``microbatch_sweep`` vary one
 knob of Narayanan et al.'s GPT-145B row.  The figures of ``playground.figures.capacity`` and
-``.throughput`` draw these tables.
+``.throughput`` draw these tables; ``host_launch_check`` holds the MoE host launches' pricing to the
+published runs it explains, ``device_only`` replays a run with none of them priced.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 
 from playground.planner.costs import EFFICIENCY, Cluster, Efficiency, Layout, Model
 from playground.planner.capacity import plan
 from playground.planner.memory import fit_verdict, memory_per_gpu
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
-from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND, STACK_RUNS, published_metric
+from playground.planner.published_row import published_step_time
+from playground.planner.published_stacks import (HELD_OUT, HELD_OUT_BAND, MEGATRON_BRIDGE, MEGATRON_BRIDGE_2604,
+                                                 MEGATRON_BRIDGE_B200, STACK_RUNS, published_metric)
 from playground.planner.step_range import SETTINGS, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
            "microbatch_sweep", "range_table", "stack_table", "held_out_table", "tight_runs", "miss_shares",
-           "tornado_rows", "UNSTATED", "SOURCES", "GPT145", "A100"]
+           "tornado_rows", "host_launch_check", "device_only", "UNSTATED", "SOURCES", "GPT145", "A100"]
 
 
 # ----------------------------------------------------------------------------- the capacity plan
@@ -229,3 +233,35 @@ def tornado_rows() -> list[dict]:
                 for t in tornado(row.model, cluster, row.layout, unstated)]
         out.append({"name": row.name, "unstated": unstated, "bars": bars, "published_relative": 1 / published})
     return out
+
+
+def device_only(row) -> float:
+    """Predicted / published with no host launches priced (a graphed layer's): the device's work alone."""
+    return published_metric(row, predict(row.model, row.cluster, replace(row.layout, moe_launch="graphed")))[3]
+
+
+def host_launch_check() -> dict:
+    """What chapter 6 holds the MoE host launches' pricing to: Megatron-Bridge's Qwen3-30B-A3B on eight B200s
+    at a micro-batch of 1 (25.11) and 4 (26.04.01), predicted by each ``moe_launch`` (tokens/s a GPU, over
+    published, the share of the step waiting on the host); the published rows whose nominal prediction the
+    grouped launch's floor moves (from the device's work alone); and the H100 run's layer passes, published
+    against predicted from a graphed layer to one launched expert by expert."""
+    small, big = (next(r for r in rows if r.name.startswith("Qwen3_30B") and r.gpu == "B200")
+                  for rows in (MEGATRON_BRIDGE_B200, MEGATRON_BRIDGE_2604))
+    launches = {}
+    for launch in ("graphed", "grouped", "per_expert"):
+        speed = [predict(r.model, r.cluster, replace(r.layout, moe_launch=launch)) for r in (small, big)]
+        tps = [p["tokens_per_s"] / p["gpus"] for p in speed]
+        launches[launch] = {"tokens_per_s": tps, "ratio": [t / r.tokens_per_s_per_gpu for t, r in zip(tps, (small, big))],
+                            "wait": [p["time_breakdown"]["moe_host_wait"] / p["step_time_s"] for p in speed]}
+    nominal = {run.name: published_metric(run, predict(run.model, run.cluster, run.layout))[3] for run in STACK_RUNS}
+    moved = [(run.name, device_only(run), nominal[run.name]) for run in STACK_RUNS
+             if run.model.is_moe and abs(device_only(run) - nominal[run.name]) > 0.005]
+    h100 = next(r for r in MEGATRON_BRIDGE if r.name.startswith("Qwen3_30B"))
+    ends = [predict(h100.model, h100.cluster, replace(h100.layout, moe_launch=launch))
+            for launch in ("graphed", "per_expert")]
+    passes = ends[0]["micro_batches"] * ends[0]["stage_layers"]
+    return {"published_tokens_per_s": [small.tokens_per_s_per_gpu, big.tokens_per_s_per_gpu],
+            "launches": launches, "moved": moved, "h100_run": h100.name,
+            "h100_layer_pass_ms": [published_step_time(h100) / passes * 1e3]
+            + [p["step_time_s"] / passes * 1e3 for p in ends]}

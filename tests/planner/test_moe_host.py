@@ -82,3 +82,17 @@ def test_the_command_line_takes_the_launch_and_names_the_wait(capsys, tmp_path):
     assert "moe_host_wait" in capsys.readouterr().out
     assert step_time_main(base + ["--moe-launch", "compiled"]) == 2
     assert "invalid choice: 'compiled'" in capsys.readouterr().err
+
+
+def test_a_host_floor_is_why_a_bigger_micro_batch_paid_megatron_bridge_so_much_on_b200s():
+    """Qwen3-30B-A3B on eight B200s ran 2.9x the tokens a second at a micro-batch of 4 (26.04.01) as of 1
+    (25.11): the device's work alone explains 1.2x; the published jump lies between launching grouped and
+    launching each expert from Python, and only the runs at a micro-batch of 1 move at the nominal pricing."""
+    from playground.planner.replay import host_launch_check
+    check = host_launch_check()
+    one, four = check["published_tokens_per_s"]
+    jump = {launch: p["tokens_per_s"][1] / p["tokens_per_s"][0] for launch, p in check["launches"].items()}
+    assert jump["graphed"] < jump["grouped"] < four / one < jump["per_expert"]
+    assert all(p["wait"][0] > p["wait"][1] for launch, p in check["launches"].items() if launch != "graphed")
+    assert {name.split(",")[0] for name, _, _ in check["moved"]} == {"Qwen3_30B_a3B", "Qwen3_30B_a3B (tokendrop)"}
+    assert all(after < before for _, before, after in check["moved"])
