@@ -26,7 +26,7 @@ from playground.planner.published_runs import PUBLISHED_RUNS
 from playground.planner.published_row import published_step_time
 from playground.planner.published_stacks import (HELD_OUT, HELD_OUT_BAND, MEGATRON_BRIDGE, MEGATRON_BRIDGE_2604,
                                                  MEGATRON_BRIDGE_B200, STACK_RUNS, published_metric)
-from playground.planner.step_range import SETTINGS, predict_range, tornado
+from playground.planner.step_range import SETTINGS, fits_as_unstated, predict_range, tornado
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
@@ -190,19 +190,23 @@ def stack_table() -> list[dict]:
 def held_out_table(table: list[dict] | None = None) -> dict:
     """The held-out runs (``published_stacks.HELD_OUT``) as ``stack_table`` replays them, each with its
     source and the memory model's verdict, and what the check counts: within +-20% and within the
-    held-out band (+-25%), inside the range, judged to fit as read."""
+    held-out band (+-25%), inside the range, judged to fit as read, and fitting once the settings its source
+    leaves unstated may take any value (``fit_as_unstated``: the recompute a table omits)."""
     by_name = {r["name"]: r for r in (table or stack_table())}
     rows = []
     for source, runs in HELD_OUT.items():
         for run in runs:
             memory = memory_per_gpu(run.model, run.layout, run.cluster.gpu)
+            unstated = tuple(f for f in run.unstated if f in SETTINGS)
             rows.append(dict(by_name[run.name], source=source, moe=run.model.is_moe, fits=memory["fits"],
+                             fits_unstated=fits_as_unstated(run.model, run.cluster, run.layout, unstated),
                              memory=fit_verdict(memory)))
     count = lambda ok: sum(1 for r in rows if ok(r))   # noqa: E731
     return {"rows": rows, "summary": {
         "rows": len(rows), "within_20": count(lambda r: abs(r["ratio"] - 1) <= 0.20),
         "within_band": count(lambda r: abs(r["ratio"] - 1) <= HELD_OUT_BAND), "band": HELD_OUT_BAND,
-        "inside_range": count(lambda r: r["inside"]), "judged_to_fit": count(lambda r: r["fits"])}}
+        "inside_range": count(lambda r: r["inside"]), "judged_to_fit": count(lambda r: r["fits"]),
+        "fit_as_unstated": count(lambda r: r["fits_unstated"])}}
 
 
 def tight_runs() -> list[str]:

@@ -35,7 +35,7 @@ from playground.planner.published_stacks import STACK_RUNS
 from playground.planner.step_time import power_clock, predict
 
 __all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios",
-           "validation_caveats"]
+           "validation_caveats", "fits_as_unstated"]
 
 # the Layout fields a source may leave unstated, and the values each can take
 SETTINGS = {
@@ -126,6 +126,12 @@ def _combos(model: Model, cluster: Cluster, layout: Layout, unstated) -> list[La
     fitting = [v for v in variants
                if v == layout or (_valid(model, v) and memory_per_gpu(model, v, cluster.gpu)["fits"])]
     return fitting if layout in fitting else [layout] + fitting   # the layout as given always counts
+
+
+def fits_as_unstated(model: Model, cluster: Cluster, layout: Layout, unstated=()) -> bool:
+    """Whether ``layout`` fits in memory as given or with some value of the settings its source left
+    ``unstated`` (a published run did fit: with the recompute its table omits, say)."""
+    return memory_per_gpu(model, layout, cluster.gpu)["fits"] or len(_combos(model, cluster, layout, unstated)) > 1
 
 
 def predict_range(model: Model, cluster: Cluster, layout: Layout, unstated=(), eff: Efficiency = EFFICIENCY,
