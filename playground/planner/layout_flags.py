@@ -97,7 +97,7 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
     lay.add_argument("--moe-launch", choices=("grouped", "per_expert", "graphed"), help="how the host launches a "
                      "MoE layer's kernels, which the GPU waits for when they outlast its work: grouped (each expert "
-                     "GEMM one kernel: torch._grouped_mm, DeepGEMM, Megatron-Core; 108 kernels a layer), per_expert "
+                     "GEMM one kernel: torch._grouped_mm, DeepGEMM; 108 kernels a layer), per_expert "
                      "(each local expert's GEMMs and activation launched from Python, as an eager loop over experts "
                      "does: 17 more a local expert) or graphed (the layer replayed from a CUDA graph: none); each "
                      "kernel 32 us of host time, as measured on an H200 (default: grouped)")
