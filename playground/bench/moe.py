@@ -284,14 +284,20 @@ def launch_fit(records: list[dict]) -> dict:
     """What the step-time model prices a MoE layer's host launches with (``costs.moe_host_time``), read off
     GPU records: the kernels a grouped layer launches (median over shapes), the kernels each local expert
     adds when launched on its own (least squares through the origin over the local experts), and the
-    host's time per kernel at 64 tokens over every eager path, shape and record (median, least, most)."""
+    host's time per kernel at 64 tokens over every eager path, shape and record (median, least, most); and
+    how eq-moe-host's floor, the longer of the device's busy time and the host's launching, compares with
+    each eager layer's measured time ((shape, tokens, path, floor / measured))."""
     rows = [row for record in records for row in record["rows"]]
     grouped = [row["paths"]["grouped"]["kernels_per_layer"] for row in rows]
     local = torch.tensor([float(row["local_experts"]) for row in rows], dtype=torch.float64)
     extra = torch.tensor([row["paths"]["loop_sync"]["kernels_per_layer"] - row["paths"]["grouped"]["kernels_per_layer"]
                           for row in rows], dtype=torch.float64)
-    per_kernel = [row["paths"][p]["host_us_per_kernel"] for row in rows for p in ("grouped", "grouped_sync", "loop_sync")]
+    eager = ("grouped", "grouped_sync", "loop_sync")
+    per_kernel = [row["paths"][p]["host_us_per_kernel"] for row in rows for p in eager]
+    floor = [(row["shape"], row["tokens"], p, max(row["paths"][p]["busy_ms_per_layer"],
+                                                  row["paths"][p]["host_ms_per_layer_at_64_tokens"])
+              / row["paths"][p]["ms_per_layer"]) for row in rows for p in eager]
     return {"layer_kernels": statistics.median(grouped),
             "expert_kernels": float((local * extra).sum() / (local * local).sum()),
             "host_us_per_kernel": statistics.median(per_kernel),
-            "host_us_range": (min(per_kernel), max(per_kernel))}
+            "host_us_range": (min(per_kernel), max(per_kernel)), "floor_over_measured": floor}

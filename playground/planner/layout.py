@@ -112,11 +112,10 @@ class Layout:
                                      # --cross-entropy-loss-fusion, Liger's)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
-    moe_launch: str = "grouped"      # how a MoE layer's expert GEMMs reach the GPU: grouped (one kernel each, group
-                                     # sizes on the device: torch._grouped_mm, DeepGEMM), per_expert (a GEMM launched
-                                     # per local expert after a host sync: Transformer Engine's GroupedLinear under
-                                     # Megatron-Core's dropless dispatcher) or graphed (the layer replayed from a
-                                     # CUDA graph: Megatron-Core's drop-and-pad); prices the host's launches
+    moe_launch: str = "grouped"      # how the host launches a MoE layer's kernels (costs.moe_host_time): grouped (each
+                                     # expert matrix one grouped GEMM: torch._grouped_mm, DeepGEMM), per_expert (each
+                                     # local expert's GEMMs and activation launched from Python, an eager loop over
+                                     # experts) or graphed (the layer replayed from a CUDA graph: nothing to launch)
     ep_overlap: bool = False         # EP all-to-alls of one micro-batch behind another's compute (Megatron-Core's
                                      # --overlap-moe-expert-parallel-comm, the Model Zoo's "1F1B A2A overlap";
                                      # DeepSeek-V3's DualPipe)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 
+from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
+from playground.planner.layout import EFFICIENCY, MOE_LAUNCH
 from playground.planner.flag_values import number, whole
 from playground.planner.step_range import SETTINGS
 
@@ -95,12 +97,13 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
                      "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
                      "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
-    lay.add_argument("--moe-launch", choices=("grouped", "per_expert", "graphed"), help="how the host launches a "
-                     "MoE layer's kernels, which the GPU waits for when they outlast its work: grouped (each expert "
-                     "GEMM one kernel: torch._grouped_mm, DeepGEMM; 108 kernels a layer), per_expert "
-                     "(each local expert's GEMMs and activation launched from Python, as an eager loop over experts "
-                     "does: 17 more a local expert) or graphed (the layer replayed from a CUDA graph: none); each "
-                     "kernel 32 us of host time, as measured on an H200 (default: grouped)")
+    lay.add_argument("--moe-launch", choices=MOE_LAUNCH, help="how the host launches a MoE layer's kernels, "
+                     "which the GPU waits for when they outlast its work: grouped (each expert GEMM one kernel: "
+                     f"torch._grouped_mm, DeepGEMM; {MOE_LAYER_KERNELS} kernels a layer), per_expert (each local "
+                     "expert's GEMMs and activation launched from Python, as an eager loop over experts does: "
+                     f"{MOE_EXPERT_KERNELS} more a local expert) or graphed (the layer replayed from a CUDA graph: "
+                     f"none); each kernel {EFFICIENCY.host_kernel_s * 1e6:.0f} us of host time, as measured on an "
+                     "H200 (default: grouped)")
     lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
                      "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
                      "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")

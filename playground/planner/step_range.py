@@ -26,8 +26,9 @@ import itertools
 import statistics
 from dataclasses import replace
 
+from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout
+from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, Cluster, Efficiency, Layout, check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
 from playground.planner.published_row import published_metric
@@ -51,7 +52,7 @@ SETTINGS = {
     "moe_imbalance": (1.0, 1.25, 1.5),
     "ep_dispatch": ("alltoall", "deepep"),
     "ep_overlap": (False, True),
-    "moe_launch": ("grouped", "per_expert", "graphed"),  # the experts' GEMMs as one kernel, one by one, or graphed
+    "moe_launch": MOE_LAUNCH,          # the experts' GEMMs as one kernel, one by one from Python, or graphed
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "grad_reduce": ("bf16", "fp32"),
@@ -175,7 +176,8 @@ def _te_tp_overlap(model: Model, cluster: Cluster | None, layout: Layout | None)
 # the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason
 _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "a MoE layer's host work is priced only as a floor measured for eager PyTorch on one H200 (--moe-launch: "
-           "108 kernels a layer, 17 more per local expert launched one by one, 32 us each), and launching "
+           f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
+           f"{EFFICIENCY.host_kernel_s * 1e6:.0f} us each), and launching "
            "Qwen3-30B-A3B's 16 local experts one by one made its layer 4.3x slower there (a host sync alone: 1.06x; "
            "chapter 6); your stack's own launch cost is not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
            "ran twice as fast token-drop in 25.09 as dropless in 25.11, same layouts; read the time as optimistic "
