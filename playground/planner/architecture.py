@@ -72,6 +72,7 @@ class Model:
     local_layers: int = 0           # how many of the layers attend only over that window; the rest, whole
     max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
     seq_len_from: str = field(default="", compare=False)  # why seq_len is what it is, when nobody gave it
+    read_note: str = field(default="", compare=False)  # how a config.json of an unnamed family was read
     name: str = field(default="", compare=False)
 
     def __post_init__(self):

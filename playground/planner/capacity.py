@@ -219,8 +219,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     if gpus is not None and not speed_given:
         prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
         warnings += prediction["caveats"]
-    if m.seq_len_from:
-        notes.append(m.seq_len_from)
+    notes += [note for note in (m.seq_len_from, m.read_note) if note]
     if m.position_note():
         warnings.append(m.position_note())
 

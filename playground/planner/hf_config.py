@@ -8,8 +8,9 @@ Which keys are read, by ``model_type``:
   ``tie_word_embeddings`` (default false), ``hidden_act`` (silu/swiglu: a gated MLP; gelu: not).
   Llama's ``attention_bias`` / ``mlp_bias`` set the biases; Qwen2 always has Q/K/V biases (and no
   others); Qwen3 has a per-head RMSNorm on queries and keys.
-* mixtral, granitemoe: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
-  ``intermediate_size`` wide.  olmoe (and dense olmo2): the same with ``num_experts``, and Q/K norms
+* mixtral, granitemoe, minimax_m2: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
+  ``intermediate_size`` wide (MiniMax-M2 adds Q/K norms, ``use_qk_norm``, and a per-expert routing bias,
+  ``use_routing_bias``).  olmoe (and dense olmo2): the same with ``num_experts``, and Q/K norms
   (OLMo's span the whole projection, not one head: a few thousand weights a layer more than ``Model``'s
   per-head norms count).
 * qwen2_moe / qwen3_moe: ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
@@ -45,6 +46,12 @@ Which keys are read, by ``model_type``:
 * A config whose ``model_type`` the planner does not know but which carries expert keys
   (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_intermediate_size``) is refused:
   read as a dense Llama it would be counted without its experts.
+* A config whose layers are not all attention is refused, naming the keys that say so: Mamba and other
+  state-space layers (``mamba_*``, ``ssm_*``, ``hybrid_override_pattern``, ``attn_layer_period``:
+  Jamba, Falcon-H1, Nemotron-H), linear attention (``linear_num_key_heads``, ``full_attention_interval``,
+  ``attn_type_list``: Qwen3-Next, MiniMax-01), convolutions (LFM2), or ``layer_types`` naming them.
+* An unknown ``model_type`` with the Llama keys is read as Llama, and ``Model.read_note`` says so (the
+  planner prints it): the count is only as right as the Llama reading of that family.
 * A multimodal wrapper's ``text_config`` is read in place of the outer dict.
 * Sliding-window attention: ``sliding_window`` and which layers use it, from ``layer_types`` or the
   family's rule (``_sliding_window``); those layers' attention is counted over the window.
@@ -70,7 +77,7 @@ from playground.planner.hf_families import FAMILY_READERS
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "olmoe",
-               "olmo2", "nemotron", "gpt_neox")
+               "olmo2", "nemotron", "gpt_neox", "minimax_m2")
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
@@ -78,6 +85,12 @@ KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 GATED_ACTS = ("silu", "swiglu", "swish")
+# keys that say some layers mix tokens without attention: Mamba and other state-space layers (Jamba,
+# Falcon-H1, Nemotron-H, Granite 4, Zamba), linear attention (Qwen3-Next, MiniMax-01), short convolutions (LFM2)
+MIXER_PREFIXES = ("mamba_", "ssm_", "linear_num_", "linear_key_", "linear_value_", "linear_conv_")
+MIXER_KEYS = ("hybrid_override_pattern", "attn_layer_period", "attn_type_list", "full_attention_interval",
+              "layers_block_type", "conv_L_cache")
+MIXER_WORDS = ("mamba", "linear", "conv", "ssm", "recurrent", "rwkv")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2")
 PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden size",
            "num_attention_heads": "the attention heads", "intermediate_size": "the MLP width",
@@ -131,6 +144,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         cfg, source = cfg["text_config"], f"{source} (text_config)"
     keys = _Keys(cfg, source)
     kind = cfg.get("model_type")
+    _refuse_other_mixers(cfg, kind, source)
     if kind in FAMILY_READERS:
         return FAMILY_READERS[kind](keys, name, seq_len)
     if kind not in KNOWN and not all(k in cfg for k in LLAMA_KEYS):
@@ -144,6 +158,11 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                         "for this family; give the shape by flags (--layers --hidden --heads --experts --top-k "
                         "--moe-ffn ...) instead of counting it as a dense model")
     layers, hidden, heads = keys.int("num_hidden_layers"), keys.int("hidden_size"), keys.int("num_attention_heads")
+    read_note = "" if kind in KNOWN else (
+        f"model_type {kind!r} is not one the planner knows by name: read as a Llama-style decoder from its Llama "
+        "keys; check the parameter count against the model card" if kind else
+        "the config has no model_type: read as a Llama-style decoder from its Llama keys; check the parameter "
+        "count against the model card")
     head_dim = keys.int("head_dim", None)
     shape = dict(layers=layers, hidden=hidden, heads=heads, vocab=keys.int("vocab_size"), seq_len=seq_len,
                  ffn=keys.int("intermediate_size"), kv_heads=keys.int("num_key_value_heads", heads),
@@ -151,7 +170,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                  gated_mlp=kind in GEMMA or _gated(keys),
                  tied_embeddings=keys.bool("tie_word_embeddings", kind in GEMMA),  # Gemma ties by default
                  position_embeddings=False, norm="rmsnorm", name=name,
-                 max_positions=keys.int("max_position_embeddings", None))
+                 max_positions=keys.int("max_position_embeddings", None), read_note=read_note)
     if kind in GEMMA:   # GeGLU whatever the activation's name; Gemma 2 and 3 norm after each block too
         _gelu(keys)
         shape.update(sandwich_norm=kind != "gemma")
@@ -174,10 +193,11 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     if kind in ("nemotron", "gpt_neox"):   # LayerNorm (Nemotron's LayerNorm1P), weight and bias
         shape["norm"] = "layernorm"
     shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2") or \
-        (kind == "glm4_moe" and keys.bool("use_qk_norm", False))
-    if kind in ("mixtral", "granitemoe", "olmoe"):
+        (kind in ("glm4_moe", "minimax_m2") and keys.bool("use_qk_norm", False))
+    if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2"):
         shape.update(experts=keys.int("num_experts" if kind == "olmoe" else "num_local_experts"),
-                     top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"])
+                     top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"],
+                     router_bias=kind == "minimax_m2" and keys.bool("use_routing_bias", False))
     elif kind in ("qwen2_moe", "qwen3_moe"):
         shape.update(_qwen_moe(keys, kind, layers))
     elif kind in DEEPSEEK:
@@ -197,6 +217,21 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
     return Model(**shape)
+
+
+def _refuse_other_mixers(cfg: dict, kind, source: str) -> None:
+    """A model whose layers are not all attention (a hybrid of Mamba, linear attention or convolutions)
+    would be counted as a pure transformer: refuse it, naming the keys that say so."""
+    found = [k for k in cfg if k.startswith(MIXER_PREFIXES) or k in MIXER_KEYS]
+    types = cfg.get("layer_types")
+    if isinstance(types, list):
+        found += sorted({f"layer_types {t!r}" for t in types if isinstance(t, str)
+                         and any(word in t.lower() for word in MIXER_WORDS)})
+    if found:
+        what = f"model_type {kind!r}" if kind else "this config"
+        raise PlanError(f"{source}: {what} has layers that are not attention ({', '.join(found[:4])}"
+                        f"{', ...' if len(found) > 4 else ''}: state-space, linear-attention or convolution "
+                        "mixers), which the planner does not model: it counts transformer layers only")
 
 
 def _qwen_moe(keys, kind: str, layers: int) -> dict:

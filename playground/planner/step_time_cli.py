@@ -60,8 +60,7 @@ def _predict(opts, eff) -> dict:
     dp = degrees.get("dp") or max(1, gpus // (tp * pp * knobs.get("cp", 1)))
     layout = Layout.today(tp, pp, dp, global_batch=seqs, **knobs)
     result = predict_range(model, cluster, layout, unstated, eff, gpus=gpus)
-    if model.position_note():
-        result["caveats"] = result["caveats"] + [model.position_note()]
+    result["caveats"] = result["caveats"] + [note for note in (model.position_note(), model.read_note) if note]
     if not result["memory"]["fits"] or result["memory"]["tight"]:   # what one change would make it fit (with
         # the planner's margin), as the capacity planner says
         advice = [{k: a[k] for k in ("change", "memory_bytes")}

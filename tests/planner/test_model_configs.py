@@ -119,9 +119,26 @@ def test_hf_config_reads_a_multimodal_wrappers_text_config():
     assert model_from_hf_dict(wrapper) == read_hf_config(CONFIGS / "llama3-8b")
 
 
-def test_an_unknown_model_type_with_the_llama_keys_reads_as_llama():
+def test_an_unknown_model_type_with_the_llama_keys_reads_as_llama_and_says_so():
     llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
-    assert model_from_hf_dict({**llama, "model_type": "my_llama"}) == read_hf_config(CONFIGS / "llama3-8b")
+    unknown = model_from_hf_dict({**llama, "model_type": "my_llama"})
+    assert unknown == read_hf_config(CONFIGS / "llama3-8b")
+    assert "'my_llama' is not one the planner knows by name" in unknown.read_note
+    assert read_hf_config(CONFIGS / "llama3-8b").read_note == ""
+
+
+@pytest.mark.parametrize("extra, named", [
+    ({"model_type": "falcon_h1", "mamba_d_ssm": 3072, "mamba_d_state": 256}, "mamba_d_ssm, mamba_d_state"),
+    ({"model_type": "nemotron_h", "hybrid_override_pattern": "M-M-M*-"}, "hybrid_override_pattern"),
+    ({"model_type": "qwen3_next", "full_attention_interval": 4}, "full_attention_interval"),
+    ({"model_type": "my_hybrid", "layer_types": ["linear_attention"] * 3 + ["full_attention"]},
+     "layer_types 'linear_attention'"),
+])
+def test_a_hybrid_of_attention_and_other_mixers_is_refused_naming_its_keys(extra, named):
+    """Mamba, linear-attention or convolution layers read as attention would be a wrong count, silently."""
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    with pytest.raises(PlanError, match=f"has layers that are not attention \\({named}: state-space"):
+        model_from_hf_dict({**llama, **extra})
 
 
 def test_qwen_moe_dense_layers_are_counted_wherever_they_sit():
@@ -304,6 +321,19 @@ def test_olmoe_and_granite_moe_read_mixtrals_expert_keys():
                                   "vocab_size": 49155, "num_local_experts": 32, "num_experts_per_tok": 8,
                                   "tie_word_embeddings": True, "hidden_act": "silu"})
     assert (granite.experts, granite.top_k, granite.expert_width) == (32, 8, 512)
+
+
+def test_minimax_m2_reads_mixtrals_expert_keys_with_qk_norms_and_a_routing_bias():
+    """MiniMax-M2 (its model card: 230B total, 10B active): 62 layers of 3,072, 48 query heads and 8
+    K/V heads of 128, 256 experts of 1,536, 8 a token; the shape keys of its config.json."""
+    m2 = model_from_hf_dict({"model_type": "minimax_m2", "num_hidden_layers": 62, "hidden_size": 3072,
+                             "num_attention_heads": 48, "num_key_value_heads": 8, "head_dim": 128,
+                             "intermediate_size": 1536, "num_local_experts": 256, "num_experts_per_tok": 8,
+                             "vocab_size": 200064, "hidden_act": "silu", "tie_word_embeddings": False,
+                             "use_qk_norm": True, "use_routing_bias": True, "scoring_func": "sigmoid"})
+    assert (m2.experts, m2.top_k, m2.expert_width, m2.qk_norm, m2.router_bias) == (256, 8, 1536, True, True)
+    assert round(m2.param_count / 1e10) == 23 and m2.read_note == ""        # 228.7B: "230B" to two figures
+    assert within_published_rounding(m2.active_param_count - 2 * m2.vocab * m2.hidden, "10")  # 9.8B
 
 
 def test_kimi_k2_reads_as_deepseek_v3s_architecture():
