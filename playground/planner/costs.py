@@ -26,6 +26,7 @@ from playground.planner.memory import memory_per_gpu
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
+           "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
@@ -121,6 +122,29 @@ def causal_executed(seq_len: int, keys: int, block: int = 128) -> float:
     return min(1.0, 1 - keys / (2 * seq_len) + block / 2 / keys)
 
 
+def ring_merge_bytes(model: Model, layout: Layout, local: bool = False) -> tuple[float, float]:
+    """HBM bytes ring attention's merges move in one layer for one micro-batch, forward and backward, and
+    the kernels that move them: ``(forward_bytes, backward_bytes, kernels)``.  Each of the ring's steps yields a partial result that is added into a
+    running one: forward, the step's output (rescaled by its log-sum-exp) into the output; backward,
+    the step's dQ into dQ and its dK, dV into the gradients passed on.  Each add reads the partial and
+    reads and writes the sum: 3 bytes-per-element passes, in bf16 (Transformer Engine's
+    ``AttnFuncWithCP``, v1.5-v2.2, accumulates in the activations' dtype).  With causal load balancing
+    each step after the first covers three quarters of this rank's rows on average (half its queries,
+    or all of them against half a block).  A floor: PyTorch's ring merges in fp32, and both copy the
+    half-blocks they slice, which is not counted."""
+    c, t = layout.cp, layout.tp
+    if c == 1 or layout.cp_method != "ring":
+        return 0.0, 0.0, 0
+    T = layout.micro_batch * model.seq_len / c
+    passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
+    steps = 1 + 0.75 * passes
+    kv = model.heads if model.is_mla else model.kv_head_count
+    out = model.heads * model.value_head_size / t
+    grads = (model.heads * model.head_size + kv * (model.head_size + model.value_head_size)) / t
+    per_element = 3 * BYTES
+    return steps * per_element * T * out, steps * per_element * T * grads, round(3 * (passes + 1))
+
+
 def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False, local: bool = False) -> dict:
     """Seconds of one layer's forward for one micro-batch on one GPU: GEMMs (FP8 when the layout
     says so; the attention core stays bf16), the attention core alone, and the element-wise kernels.
@@ -171,7 +195,11 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
-    return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward}
+    merge_fwd, merge_bwd, merges = ring_merge_bytes(model, layout, local)
+    merge_s = merges / 3 * eff.kernel_s   # one merge kernel a step forward, two backward
+    return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward,
+            "ring_merge": merge_fwd / (eff.hbm * gpu.hbm_bytes_per_s) + merge_s if merges else 0.0,
+            "ring_merge_backward": merge_bwd / (eff.hbm * gpu.hbm_bytes_per_s) + 2 * merge_s if merges else 0.0}
 
 
 def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
@@ -216,7 +244,8 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     fwd = fwd or layer_forward(model, layout, gpu, eff, moe, local)
     seconds = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * (layout.moe_imbalance if g[0].startswith("experts") else 1)
                   for g in module_recomputed(model, modules, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree, local))
-    if "core_attn" in modules:
+    if "core_attn" in modules:   # the fused kernel again, and the ring's merges with it
+        seconds += fwd["ring_merge"]
         seconds += fwd["attention"] if layout.flash_attention else \
             sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, b, t, layout.cp, layout.ep, moe, local=local)
                 if g[0] in ATTENTION_CORE)

@@ -137,12 +137,17 @@ def _mix(whole: dict, windowed: dict, share: float) -> dict:
             for k, v in whole.items()}
 
 
+def _elementwise(fwd: dict) -> float:
+    """A layer's element-wise seconds, forward and backward: its kernels thrice, the ring's merges."""
+    return 3 * fwd["elementwise"] + fwd["ring_merge"] + fwd["ring_merge_backward"]
+
+
 def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool,
                      local: bool) -> dict:
     gpu, t, c = cluster.gpu, layout.tp, layout.cp
     T = layout.micro_batch * model.seq_len / c
     fwd = layer_forward(model, layout, gpu, eff, moe, local)
-    f = fwd["gemm"] + fwd["elementwise"]
+    f = fwd["gemm"] + fwd["elementwise"] + fwd["ring_merge"]
     rc = 1.0 if layout.recompute == "full" else 0.0
     if layout.recompute == "selective":   # Megatron's: the attention core again, or the modules given
         recompute = module_recompute_time(model, layout, gpu, eff, moe, local, fwd)
@@ -175,7 +180,7 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the
     # attention core twice -- a fused kernel's 2.5 times, for it recomputes the scores (5 matmuls to
     # the forward's 2: flash-attention's own benchmarks count backward as 2.5 forwards)
-    backward = fwd["gemm_backward"] + 2 * fwd["elementwise"] \
+    backward = fwd["gemm_backward"] + 2 * fwd["elementwise"] + fwd["ring_merge_backward"] \
         + (2.5 if layout.flash_attention else 2.0) * fwd["attention"]
     if ep and layout.ep_overlap:   # paired with another micro-batch's pass: its compute hides them
         ep = overlapped(ep, f + backward + recompute, gpu, eff)
@@ -317,8 +322,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "hfu": hw_flops / step / n / gpu.peak_bf16_flops,
         "time_breakdown": breakdown,
         "fractions": {k: v_ / step for k, v_ in breakdown.items()},
-        "compute_parts": {"gemm": m * layers_slow * (costs[False]["compute"] - 3 * dense_fwd["elementwise"]),
-                          "elementwise": m * layers_slow * 3 * dense_fwd["elementwise"],
+        "compute_parts": {"gemm": m * layers_slow * (costs[False]["compute"] - _elementwise(dense_fwd)),
+                          "elementwise": m * layers_slow * _elementwise(dense_fwd),
                           "logits": m * slow["logits"]},
         "bubble_fraction": (p - 1) / (v * m) if p > 1 else 0.0,
         "gemm_efficiency": sum(2 * c_ * M * N * K for _, c_, M, N, K in

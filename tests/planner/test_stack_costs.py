@@ -512,3 +512,24 @@ def test_a_checkpointed_layer_on_an_fp32_stream_keeps_its_input_in_fp32():
     lay = Layout.today(1, 1, 8, micro_batch=2, global_batch=16, recompute="full")
     bf16, fp32 = (layer_activation_bytes(LLAMA, replace(lay, autocast_fp32=on)) for on in (False, True))
     assert fp32 == pytest.approx(2 * bf16) == pytest.approx(4 * LLAMA.hidden * 2 * LLAMA.seq_len)
+
+
+def test_ring_attention_adds_each_steps_partial_result_into_a_running_one():
+    """Each ring step's output (forward) and dQ, dK, dV (backward) are read and added into a running sum,
+    read and written: 3 passes of 2 bytes an element, over three quarters of the rows after the first step
+    under causal load balancing.  Nothing without a ring; the merges are element-wise time in the step."""
+    from playground.planner.costs import ring_merge_bytes
+    from playground.planner.published_row import llama2
+    model = replace(llama2("7b"), seq_len=32768)
+    ring = Layout.today(2, 1, 8, cp=2, micro_batch=1, global_batch=8)
+    T, width = 32768 / 2, 4096 / 2                       # this rank's tokens; Q, K, V and O widths after TP 2
+    fwd, bwd, kernels = ring_merge_bytes(model, ring)
+    assert (fwd, bwd, kernels) == (1.75 * 6 * T * width, 1.75 * 6 * T * 3 * width, 6)
+    assert ring_merge_bytes(model, replace(ring, cp_method="allgather")) == (0.0, 0.0, 0)
+    assert ring_merge_bytes(model, replace(ring, cp=1)) == (0.0, 0.0, 0)
+    assert ring_merge_bytes(model, replace(ring, cp=4))[0] == pytest.approx(fwd / 2 * 3.25 / 1.75)  # T halves
+    rate = EFFICIENCY.hbm * H100.gpu.hbm_bytes_per_s
+    with_ring, gathered = (predict(model, H100, lay) for lay in (ring, replace(ring, cp_method="allgather")))
+    layers = with_ring["micro_batches"] * with_ring["stage_layers"]
+    extra = with_ring["compute_parts"]["elementwise"] - gathered["compute_parts"]["elementwise"]
+    assert extra == pytest.approx(layers * ((fwd + bwd) / rate + 3 * EFFICIENCY.kernel_s * 2))

@@ -15,7 +15,7 @@ CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "06_throughput.ipyn
 QUOTED = {
     "ex-throughput-bf16-loss": ("4.6", "76.5"),
     "ex-throughput-fp8-weight-cache": ("1.24", "5.28", "4.99", "5.5"),
-    "ex-throughput-tp-overlap": ("9.53", "0.24", "10.28", "0.99", "11.04", "1.74", "7.6", "13.5"),
+    "ex-throughput-tp-overlap": ("9.66", "0.24", "10.42", "0.99", "11.17", "1.74", "7.7", "13.6"),
     "ex-throughput-ring-crossing": ("200", "450", "400"),
     "ex-throughput-comm-clock": ("5.84", "6.12", "1.048", "4.24", "4.54", "1.070"),
     "ex-throughput-dropless": ("2.9", "4.7", "9.2", "6.3"),
