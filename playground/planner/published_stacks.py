@@ -104,13 +104,19 @@ def _titan_70b(async_tp, tps):
                   ("sequence_parallel",), note)
 
 
+# torchtitan at the runs' commit splits a rank's local batch into as many micro-batches as pipeline stages
+# unless told otherwise (torchtitan/parallelisms/pipelining_utils.py at 9dec370: n_microbatches defaults to
+# pipeline_parallel_degree; a micro-batch size of 1 became the default only in April 2025, 5e2033c)
+_TITAN_MICROBATCHES = ("pipeline micro-batches not stated: torchtitan's default at 9dec370 (torchtitan/parallelisms/"
+                       "pipelining_utils.py: as many as pipeline stages) taken, read after these rows were replayed")
+
+
 def _titan_405b_pp(interleaved, tps):
-    layout = Layout.today(8, 8, 8, micro_batch=1, global_batch=256, vpp=2 if interleaved else 1, zero_stage=3,
+    layout = Layout.today(8, 8, 8, micro_batch=4, global_batch=256, vpp=2 if interleaved else 1, zero_stage=3,
                           recompute="full", dtype="fp8", tp_overlap="forward", reshard_after_forward=False)
     note = (_SEQ_DEFAULT + "; Table 5: FSDP 8 x TP 8 x PP 8, torch.compile + Float8 + AsyncTP (tp_overlap), "
-            "full AC; pipeline micro-batch size not stated (torchtitan's default 1 taken: 32 "
-            "micro-batches of the local batch 32)" + ("; Interleaved 1F1B: stages per rank not stated, "
-                                                      "2 taken" if interleaved else "")
+            "full AC; " + _TITAN_MICROBATCHES + ": 8 micro-batches of 4 sequences of the local batch 32"
+            + ("; Interleaved 1F1B: stages per rank not stated, 2 taken" if interleaved else "")
             + "; FSDP2 under PP keeps the gathered weights over the micro-batches (reshard_after_forward="
               "False)")
     unstated = ("micro_batch", "sequence_parallel") + (("vpp",) if interleaved else ())
@@ -123,7 +129,7 @@ def _titan_405b_cp(cp, seq_len, tps):
     layout = Layout.today(8, 8, dp, cp=cp, micro_batch=1, global_batch=8 * dp, zero_stage=3, recompute="full",
                           dtype="fp8", tp_overlap="forward", reshard_after_forward=False)
     note = ("Table 6: TP 8 x PP 8 (1F1B) with FSDP x CP = 8, local batch 8, torch.compile + Float8 + AsyncTP "
-            "(tp_overlap), full AC; pipeline micro-batch size not stated (1 taken); FSDP2 under PP: "
+            "(tp_overlap), full AC; " + _TITAN_MICROBATCHES + ": 8 micro-batches of 1 sequence; FSDP2 under PP: "
             "reshard_after_forward=False")
     return _titan(f"Llama 3.1 405B, TP 8 PP 8 FSDP {dp} CP {cp}, {seq_len // 1024}K", llama31("405b", seq_len),
                   layout, tps, ("micro_batch", "sequence_parallel"), note)
