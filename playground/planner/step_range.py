@@ -184,7 +184,7 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "unless your stack runs its experts as one grouped GEMM, fuses the router and permutation and graphs the "
            "layer"),
           ("a sequence beyond 64K tokens", lambda m, c, l: m.seq_len > 65536,
-           "what long-context attention loses beyond its kernel's rate and the CP ring's messages is not modelled"),
+           "what long-context attention loses beyond its kernel's rate and the CP ring's messages and merges is not modelled"),
           ("ZeRO-3 / FSDP on Hopper GPUs at their full power", _full_power_fsdp_on_hopper,
            "what these runs lose beyond a Hopper's sustained tensor-core rate was not found (the same model fits "
            "FSDP at a 500 W cap and on A100s); read the time as optimistic"),
