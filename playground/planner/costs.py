@@ -51,7 +51,8 @@ BF16_STREAM_BYTES = 14
 # Measured: ``bench moe`` on an H200 (results/moe-nvidia-h200.json, five published MoE shapes), the
 # grouped path's device time outside its matrix products fitted over the shapes
 # (``playground.bench.moe.eager_bytes``: 80.0 and 83.3) and read at ``Efficiency.hbm`` of the datasheet's
-# bandwidth; a fused stack moves 12 and 18 (``permutation_bytes``, ``activation_bytes``).
+# bandwidth; a fused stack moves 12 and 18 (``permutation_bytes``, ``activation_bytes``; 24 and 18 under
+# Megatron-Core's all-to-all dispatcher with several experts a rank, which permutes twice).
 EAGER_MOE_ROW_BYTES = 80
 EAGER_MOE_ACT_BYTES = 83
 # Kernels the host launches for one MoE layer (routing, permutation, experts, combine), forward and
@@ -181,7 +182,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated /= t
     if moe:
         width = model.top_k * model.expert_width + model.shared_width
-        replicated += permutation_bytes(model, T, t)
+        replicated += permutation_bytes(model, T, t, layout)
     else:
         width = model.ffn_width
     mlp_act = activation_bytes(model, T, width, t)
@@ -189,7 +190,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += eager_extra_bytes(model, T, layout.tp if layout.sequence_parallel else 1, layout.fp32_stream)
         mlp_act += 4 * T * width / t if model.gated_mlp else 0            # silu, then the product apart
         if moe:   # routing, permutation and combine, and the routed activation, as measured (a third a pass)
-            replicated += EAGER_MOE_ROW_BYTES / 3 * model.top_k * T * h / t - permutation_bytes(model, T, t)
+            replicated += EAGER_MOE_ROW_BYTES / 3 * model.top_k * T * h / t - permutation_bytes(model, T, t, layout)
             routed = T * model.top_k * model.expert_width / t
             mlp_act += (EAGER_MOE_ACT_BYTES / 3 - (10 if model.gated_mlp else 4)) * routed
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
@@ -215,10 +216,17 @@ def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
     return kernels * (4 / 3 if again else 1) * eff.host_kernel_s   # the forward is about a third of them
 
 
-def permutation_bytes(model: Model, tokens: float, tp: int) -> float:
-    """HBM bytes one MoE layer's permutation and unpermutation move per pass: the k dispatched
-    copies of each of ``tokens`` tokens, h wide and split over ``tp`` ranks, 4 B per element."""
-    return 4 * model.top_k * tokens * model.hidden / tp
+def permutation_bytes(model: Model, tokens: float, tp: int, layout: Layout | None = None) -> float:
+    """HBM bytes one MoE layer's permutations and unpermutations move per pass: the k dispatched
+    copies of each of ``tokens`` tokens, h wide and split over ``tp`` ranks, 4 B per element each
+    (written, then read back).  Once, but twice under Megatron-Core's all-to-all dispatcher
+    (``layout.ep_dispatch == "alltoall"``) with experts spread over ranks and more than one on each:
+    it permutes by expert before the all-to-all, then sorts what arrives from each rank by local
+    expert (``sort_chunks_by_idxs``, "Permutation 2" in its token_dispatcher.py since August 2024),
+    and undoes both around the combine.  DeepEP delivers a rank's tokens in one buffer, permuted once."""
+    sorts = 2 if layout is not None and layout.ep > 1 and layout.ep_dispatch == "alltoall" \
+        and model.experts // layout.ep > 1 else 1
+    return 4 * sorts * model.top_k * tokens * model.hidden / tp
 
 
 def activation_bytes(model: Model, tokens: float, width: float, tp: int) -> float:
@@ -254,7 +262,8 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     if moe:
         routed = act(model.top_k * model.expert_width) * layout.moe_imbalance
         shared = act(model.shared_width) if model.shared_width else 0.0
-        moved.update(moe_act=routed, moe=routed + shared + permutation_bytes(model, T, t), shared_experts=shared)
+        moved.update(moe_act=routed, moe=routed + shared + permutation_bytes(model, T, t, layout),
+                     shared_experts=shared)
     else:
         moved["mlp"] = act(model.ffn_width)
     if moe and "moe" in modules:   # the whole layer again holds the shared experts' and routed activation

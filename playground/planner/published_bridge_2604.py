@@ -20,9 +20,11 @@ on H100s Qwen3-30B-A3B 0.90, Qwen3-235B-A22B 0.81, gpt-oss 120B 1.64; on B200s Q
 Qwen3-235B-A22B 1.69, gpt-oss 120B 2.25 and DeepSeek-V3 0.46 (its EP 32 across four nodes priced as
 NCCL's all-to-all, unhidden).  Four of nine within +-20% (the same four within +-25%), five inside
 their ranges; seven judged to fit as read, the other two (DeepSeek-V3, gpt-oss on B200s, no recompute
-stated) with full recomputation.  Later changes left every nominal prediction here as it was; the
+stated) with full recomputation (``published_stacks.HELD_OUT_FIRST_REPLAY`` keeps each first ratio).  The
 overlap of the all-to-alls and then the MoE layer's host launches (``moe_launch``, priced from an H200
-measurement) entered the ranges of the Bridge rows, after which eight of nine are inside them.
+measurement) entered the ranges of the Bridge rows, after which eight of nine are inside them, and left
+the nominal predictions as they were; the second permutation of Megatron-Core's all-to-all dispatcher,
+read from its code (``costs.permutation_bytes``), later moved its MoE rows a few percent slower.
 """
 
 from __future__ import annotations

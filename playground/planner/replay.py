@@ -24,7 +24,8 @@ from playground.planner.memory import fit_verdict, memory_per_gpu
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
 from playground.planner.published_row import published_step_time
-from playground.planner.published_stacks import (HELD_OUT, HELD_OUT_BAND, MEGATRON_BRIDGE, MEGATRON_BRIDGE_2604,
+from playground.planner.published_stacks import (HELD_OUT, HELD_OUT_BAND, HELD_OUT_FIRST_REPLAY, MEGATRON_BRIDGE,
+                                                 MEGATRON_BRIDGE_2604,
                                                  MEGATRON_BRIDGE_B200, STACK_RUNS, published_metric)
 from playground.planner.step_range import SETTINGS, fits_as_unstated, predict_range, tornado
 from playground.planner.step_time import predict
@@ -191,7 +192,9 @@ def held_out_table(table: list[dict] | None = None) -> dict:
     """The held-out runs (``published_stacks.HELD_OUT``) as ``stack_table`` replays them, each with its
     source and the memory model's verdict, and what the check counts: within +-20% and within the
     held-out band (+-25%), inside the range, judged to fit as read, and fitting once the settings its source
-    leaves unstated may take any value (``fit_as_unstated``: the recompute a table omits)."""
+    leaves unstated may take any value (``fit_as_unstated``: the recompute a table omits); beside each ratio,
+    ``first_replay``, the one recorded before anything was changed for it, and its counts (``first_within_20``,
+    ``first_within_band``)."""
     by_name = {r["name"]: r for r in (table or stack_table())}
     rows = []
     for source, runs in HELD_OUT.items():
@@ -199,6 +202,7 @@ def held_out_table(table: list[dict] | None = None) -> dict:
             memory = memory_per_gpu(run.model, run.layout, run.cluster.gpu)
             unstated = tuple(f for f in run.unstated if f in SETTINGS)
             rows.append(dict(by_name[run.name], source=source, moe=run.model.is_moe, fits=memory["fits"],
+                             first_replay=HELD_OUT_FIRST_REPLAY[run.name],
                              fits_unstated=fits_as_unstated(run.model, run.cluster, run.layout, unstated),
                              memory=fit_verdict(memory)))
     count = lambda ok: sum(1 for r in rows if ok(r))   # noqa: E731
@@ -206,7 +210,9 @@ def held_out_table(table: list[dict] | None = None) -> dict:
         "rows": len(rows), "within_20": count(lambda r: abs(r["ratio"] - 1) <= 0.20),
         "within_band": count(lambda r: abs(r["ratio"] - 1) <= HELD_OUT_BAND), "band": HELD_OUT_BAND,
         "inside_range": count(lambda r: r["inside"]), "judged_to_fit": count(lambda r: r["fits"]),
-        "fit_as_unstated": count(lambda r: r["fits_unstated"])}}
+        "fit_as_unstated": count(lambda r: r["fits_unstated"]),
+        "first_within_20": count(lambda r: abs(r["first_replay"] - 1) <= 0.20),
+        "first_within_band": count(lambda r: abs(r["first_replay"] - 1) <= HELD_OUT_BAND)}}
 
 
 def tight_runs() -> list[str]:

@@ -254,3 +254,14 @@ def test_a_held_out_run_that_fits_only_with_a_setting_its_table_omits_is_counted
     assert as_read < unstated and len(unstated) == held["summary"]["fit_as_unstated"]
     omitted = {run.name: run.unstated for group in HELD_OUT.values() for run in group}
     assert all("recompute" in omitted[name] for name in unstated - as_read)
+
+
+def test_every_held_out_run_keeps_its_first_replay_beside_todays():
+    """The held-out check is read against the model as it stood before anything was changed for those
+    runs: each run's first ratio is recorded, and the table reports both."""
+    from playground.planner.published_stacks import HELD_OUT, HELD_OUT_FIRST_REPLAY
+    from playground.planner.replay import held_out_table
+    assert set(HELD_OUT_FIRST_REPLAY) == {run.name for runs in HELD_OUT.values() for run in runs}
+    held = held_out_table()
+    assert all(r["first_replay"] == HELD_OUT_FIRST_REPLAY[r["name"]] for r in held["rows"])
+    assert held["summary"]["first_within_band"] == 5

@@ -87,7 +87,7 @@ def test_an_eager_moe_layer_moves_the_bytes_measured_on_an_h200_beyond_a_fused_o
     from playground.planner.costs import EAGER_MOE_ACT_BYTES, EAGER_MOE_ROW_BYTES, layer_forward
     moe = Model(4, 2048, 32, seq_len=4096, experts=128, top_k=8, moe_ffn=768, gated_mlp=True, norm="rmsnorm",
                 kv_heads=4, head_dim=128, position_embeddings=False)
-    lay = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=8)
+    lay = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=8, ep_dispatch="deepep")   # permuted once
     gpu = hardware.gpu("H200")
     fused, eager = (layer_forward(moe, replace(lay, kernels=k), gpu, EFFICIENCY, moe=True) for k in ("fused", "eager"))
     dense = [layer_forward(moe, replace(lay, kernels=k), gpu, EFFICIENCY, moe=False)["elementwise"] for k in ("fused", "eager")]
@@ -97,6 +97,30 @@ def test_an_eager_moe_layer_moves_the_bytes_measured_on_an_h200_beyond_a_fused_o
     dense_extra = dense[1] - dense[0] - 4 * T * moe.ffn_width / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s)
     moe_extra = eager["elementwise"] - fused["elementwise"] - 4 * T * k * f / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s)
     assert moe_extra - dense_extra == pytest.approx(extra / (EFFICIENCY.hbm * gpu.hbm_bytes_per_s), rel=1e-9)
+
+
+def test_megatrons_all_to_all_dispatcher_sorts_by_local_expert_a_second_time():
+    """Megatron-Core's all-to-all dispatcher permutes the k copies by expert, exchanges them, then sorts
+    what each rank sent by local expert ("Permutation 2"), and undoes both: twice a fused permutation's
+    bytes, when each rank holds several experts.  One expert a rank, no experts spread, or DeepEP: once."""
+    from playground.planner.costs import permutation_bytes
+    moe = Model(4, 2048, 32, seq_len=4096, experts=128, top_k=8, moe_ffn=768, gated_mlp=True, norm="rmsnorm",
+                kv_heads=4, head_dim=128, position_embeddings=False)
+    once = 4 * 8 * 4096 * 2048
+    a2a = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=8)
+    assert permutation_bytes(moe, 4096, 1) == once
+    assert permutation_bytes(moe, 4096, 1, a2a) == 2 * once                              # 16 experts a rank
+    assert permutation_bytes(moe, 4096, 1, replace(a2a, ep_dispatch="deepep")) == once
+    assert permutation_bytes(replace(moe, experts=8), 4096, 1, a2a) == once               # one expert a rank
+    assert permutation_bytes(moe, 4096, 1, replace(a2a, ep=1, dp=8)) == once             # nothing exchanged
+    rate = EFFICIENCY.hbm * H100.gpu.hbm_bytes_per_s
+    sorted_twice, once_ = (layer_forward_elementwise(moe, lay) for lay in (a2a, replace(a2a, ep_dispatch="deepep")))
+    assert sorted_twice - once_ == pytest.approx(once / rate)
+
+
+def layer_forward_elementwise(model, layout):
+    from playground.planner.costs import layer_forward
+    return layer_forward(model, layout, H100.gpu, EFFICIENCY, moe=True)["elementwise"]
 
 
 def test_a_power_limit_below_the_tdp_slows_the_tensor_cores_only():
