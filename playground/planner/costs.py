@@ -123,16 +123,16 @@ def causal_executed(seq_len: int, keys: int, block: int = 128) -> float:
     return min(1.0, 1 - keys / (2 * seq_len) + block / 2 / keys)
 
 
-def ring_merge_bytes(model: Model, layout: Layout, local: bool = False) -> tuple[float, float]:
-    """HBM bytes ring attention's merges move in one layer for one micro-batch, forward and backward, and
-    the kernels that move them: ``(forward_bytes, backward_bytes, kernels)``.  Each of the ring's steps yields a partial result that is added into a
-    running one: forward, the step's output (rescaled by its log-sum-exp) into the output; backward,
-    the step's dQ into dQ and its dK, dV into the gradients passed on.  Each add reads the partial and
-    reads and writes the sum: 3 bytes-per-element passes, in bf16 (Transformer Engine's
-    ``AttnFuncWithCP``, v1.5-v2.2, accumulates in the activations' dtype).  With causal load balancing
-    each step after the first covers three quarters of this rank's rows on average (half its queries,
-    or all of them against half a block).  A floor: PyTorch's ring merges in fp32, and both copy the
-    half-blocks they slice, which is not counted."""
+def ring_merge_bytes(model: Model, layout: Layout, local: bool = False) -> tuple[float, float, int]:
+    """``(forward_bytes, backward_bytes, kernels)``: the HBM bytes ring attention's merges move in one
+    layer for one micro-batch, and the kernels that move them (eq-ring-merge).  Each of the ring's
+    steps yields a partial result that is added into a running one: forward, the step's output
+    (rescaled by its log-sum-exp) into the output; backward, the step's dQ into dQ and its dK, dV into
+    the gradients passed on.  Each add reads the partial and reads and writes the sum: three passes of
+    2 bytes an element (Transformer Engine's ``AttnFuncWithCP``, v1.5-v2.2, accumulates in bf16).
+    With causal load balancing each step after the first covers three quarters of this rank's rows on
+    average (half its queries, or all of them against half a block).  A floor: PyTorch's ring merges in
+    fp32, and both copy the half-blocks they slice, which is not counted."""
     c, t = layout.cp, layout.tp
     if c == 1 or layout.cp_method != "ring":
         return 0.0, 0.0, 0
