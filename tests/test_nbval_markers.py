@@ -19,3 +19,17 @@ def test_every_nbval_comment_in_a_chapter_is_a_marker_nbval_recognises():
                 if line.strip().startswith("#") and comment.startswith("NBVAL") and comment not in comment_markers:
                     wrong.append(f"{path.name} cell {i}: {line.strip()!r}")
     assert wrong == []
+
+
+def test_no_chapter_cell_holds_a_control_character():
+    """A backslash lost on the way into a notebook turns ``\\text`` into a tab and ``\\frac`` into a form
+    feed: the equation then fails in MathJax, which only the built pages show.  Nothing but newlines
+    belongs in a cell's source."""
+    found = []
+    for path in sorted(CHAPTERS.glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            source = "".join(cell["source"])
+            bad = sorted({f"{ord(ch):#04x}" for ch in source if ord(ch) < 0x20 and ch != "\n"})
+            if bad:
+                found.append(f"{path.name} cell {i}: {', '.join(bad)}")
+    assert found == []
