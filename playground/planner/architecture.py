@@ -113,6 +113,12 @@ class Model:
         return self.kv_heads or self.heads
 
     @property
+    def materialized_kv_heads(self) -> int:
+        """K/V heads attention holds in memory: the grouped ones, or under MLA one per query head (its
+        latent is expanded before the attention core)."""
+        return self.heads if self.is_mla else self.kv_head_count
+
+    @property
     def value_head_size(self) -> int:
         return self.v_head_dim or self.head_size
 

@@ -17,7 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 
-__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "ring_passes", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
 def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
@@ -181,6 +181,13 @@ def pipeline_link(layout: Layout, cluster: Cluster) -> tuple[str, float]:
     return _link(layout.gpus, layout, cluster)
 
 
+def ring_passes(model: Model, layout: Layout, local: bool = False) -> int:
+    """Blocks a CP ring passes on beyond its own: c - 1, or for a sliding-window layer only as many as
+    its window reaches back."""
+    c = layout.cp
+    return c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
+
+
 def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, attention: float,
                           T: float, rc: float, local: bool) -> float:
     """Seconds CP's communication adds to one layer and micro-batch (forward, recomputed forward and
@@ -192,7 +199,7 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
     c, t, gpu = layout.cp, layout.tp, cluster.gpu
     link, bw = context_parallel_link(layout, cluster)
     rate = eff.link_rate(link) * bw
-    kv = model.heads if model.is_mla else model.kv_head_count
+    kv = model.materialized_kv_heads
     block = T * kv * (model.head_size + model.value_head_size) * BYTES / t   # this rank's K and V
     if layout.cp_method == "allgather":
         gather = allgather_time(block * c, c, bw, eff, link)
@@ -202,7 +209,7 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
         moved = (c - 1) / c * (block + q_out) / rate
         return (2 + rc) * (4 * (c - 1) * eff.latency_s + moved)
     one = eff.latency_s + block / rate
-    passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
+    passes = ring_passes(model, layout, local)
     step = attention / (passes + 1)
     return passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
 

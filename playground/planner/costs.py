@@ -21,7 +21,7 @@ from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, La
 from playground.planner.comm_costs import (_hit, _reached, allgather_time, allreduce_time, alltoall_time,  # noqa: F401
                                            context_parallel_link, data_parallel_link, dispatch_time,
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
-                                           ring_network_bandwidth, shard_link, tensor_parallel_link)
+                                           ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
@@ -124,8 +124,9 @@ def causal_executed(seq_len: int, keys: int, block: int = 128) -> float:
 
 
 def ring_merge_bytes(model: Model, layout: Layout, local: bool = False) -> tuple[float, float, int]:
-    """``(forward_bytes, backward_bytes, kernels)``: the HBM bytes ring attention's merges move in one
-    layer for one micro-batch, and the kernels that move them (eq-ring-merge).  Each of the ring's
+    """``(forward_bytes, backward_bytes, steps)``: the HBM bytes ring attention's merges move in one
+    layer for one micro-batch (eq-ring-merge), and the ring's steps, each one merge kernel forward and
+    two backward.  Each of the ring's
     steps yields a partial result that is added into a running one: forward, the step's output
     (rescaled by its log-sum-exp) into the output; backward, the step's dQ into dQ and its dK, dV into
     the gradients passed on.  Each add reads the partial and reads and writes the sum: three passes of
@@ -137,13 +138,12 @@ def ring_merge_bytes(model: Model, layout: Layout, local: bool = False) -> tuple
     if c == 1 or layout.cp_method != "ring":
         return 0.0, 0.0, 0
     T = layout.micro_batch * model.seq_len / c
-    passes = c - 1 if not local else min(c - 1, -(-model.attended_keys(True) // (model.seq_len // c)))
-    steps = 1 + 0.75 * passes
-    kv = model.heads if model.is_mla else model.kv_head_count
+    passes = ring_passes(model, layout, local)
+    rows = 1 + 0.75 * passes          # in whole steps' worth of this rank's rows
     out = model.heads * model.value_head_size / t
-    grads = (model.heads * model.head_size + kv * (model.head_size + model.value_head_size)) / t
+    grads = (model.heads * model.head_size + model.materialized_kv_heads * (model.head_size + model.value_head_size)) / t
     per_element = 3 * BYTES
-    return steps * per_element * T * out, steps * per_element * T * grads, round(3 * (passes + 1))
+    return rows * per_element * T * out, rows * per_element * T * grads, passes + 1
 
 
 def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool = False, local: bool = False) -> dict:
@@ -196,11 +196,10 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
-    merge_fwd, merge_bwd, merges = ring_merge_bytes(model, layout, local)
-    merge_s = merges / 3 * eff.kernel_s   # one merge kernel a step forward, two backward
+    merge_fwd, merge_bwd, steps = ring_merge_bytes(model, layout, local)
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward,
-            "ring_merge": merge_fwd / (eff.hbm * gpu.hbm_bytes_per_s) + merge_s if merges else 0.0,
-            "ring_merge_backward": merge_bwd / (eff.hbm * gpu.hbm_bytes_per_s) + 2 * merge_s if merges else 0.0}
+            "ring_merge": merge_fwd / (eff.hbm * gpu.hbm_bytes_per_s) + steps * eff.kernel_s,
+            "ring_merge_backward": merge_bwd / (eff.hbm * gpu.hbm_bytes_per_s) + 2 * steps * eff.kernel_s}
 
 
 def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:

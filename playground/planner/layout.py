@@ -272,7 +272,7 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.cp_method not in CP_METHODS:
         raise PlanError(f"cp_method must be one of {', '.join(CP_METHODS)}, got {layout.cp_method!r}")
     if layout.cp > 1 and layout.cp_method == "ulysses":
-        split, kv = layout.tp * layout.cp, (model.heads if model.is_mla else model.kv_head_count)
+        split, kv = layout.tp * layout.cp, model.materialized_kv_heads
         if model.heads % split or kv % split:
             raise PlanError(f"Ulysses splits the heads over TP x CP = {split}: it does not divide the "
                             f"{model.heads} heads and {kv} key/value heads (use ring or allgather CP)")
