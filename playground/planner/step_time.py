@@ -193,6 +193,16 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
             "parts": fwd}
 
 
+def _layer_gemm_flops(model: Model, layout: Layout, moe: bool) -> float:
+    """FLOPs of one layer's forward GEMMs on one GPU (``layer_gemms``), averaged over its whole-sequence
+    and sliding-window layers as ``_layer_costs`` averages their time."""
+    def flops(local):
+        return sum(2 * c * M * N * K for _, c, M, N, K in layer_gemms(
+            model, layout.micro_batch, layout.tp, layout.cp, layout.ep, moe, layout.expert_tp_degree, local))
+    share = model.local_layers / model.layers
+    return (1 - share) * flops(False) + share * flops(True) if share else flops(False)
+
+
 def power_clock(cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
     """Tensor-core throughput of a power-capped GPU as a fraction of its uncapped rate:
     ``(limit / TDP) ** eff.power_exponent`` below the datasheet TDP, else 1."""
@@ -245,7 +255,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
             row["zero3"] = sum(counts[moe] * fsdp_exposed_time(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout,
                                                             model.dense_layer_tensors(), shard_name) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
-        row.update(layers=n_layers, dense_params=dense_p, expert_params=expert_p,
+        row.update(layers=n_layers, counts=counts, dense_params=dense_p, expert_params=expert_p,
                    forward=sum(counts[moe] * costs[moe]["forward"] for moe in kinds),
                    backward=sum(counts[moe] * (costs[moe]["backward"] + costs[moe]["recompute"]) for moe in kinds))
         row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "zero3", "logits"))
@@ -311,8 +321,12 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "moe_host_wait": m * slow["host"],
     }
     mem = memory_per_gpu(model, layout, gpu)
-    dense_fwd = costs[False]["parts"]
-    layers_slow = slow["layers"]
+    counts_slow = slow["counts"]
+    # the slow stage's layers of each kind (dense, MoE), each split into tensor-core and element-wise time
+    elementwise_s = sum(counts_slow[moe] * _elementwise(costs[moe]["parts"]) for moe in kinds)
+    tensor_core_s = sum(counts_slow[moe] * costs[moe]["compute"] for moe in kinds) - elementwise_s
+    gemm_s = sum(counts_slow[moe] * costs[moe]["parts"]["gemm"] for moe in kinds)
+    gemm_flops = sum(counts_slow[moe] * _layer_gemm_flops(model, layout, moe) for moe in kinds)
     return {
         "step_time_s": step,
         "tokens_per_s": layout.global_batch * s / step,
@@ -322,20 +336,16 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "hfu": hw_flops / step / n / gpu.peak_bf16_flops,
         "time_breakdown": breakdown,
         "fractions": {k: v_ / step for k, v_ in breakdown.items()},
-        "compute_parts": {"gemm": m * layers_slow * (costs[False]["compute"] - _elementwise(dense_fwd)),
-                          "elementwise": m * layers_slow * _elementwise(dense_fwd),
-                          "logits": m * slow["logits"]},
+        "compute_parts": {"gemm": m * tensor_core_s, "elementwise": m * elementwise_s, "logits": m * slow["logits"]},
         "bubble_fraction": (p - 1) / (v * m) if p > 1 else 0.0,
-        "gemm_efficiency": sum(2 * c_ * M * N * K for _, c_, M, N, K in
-                               layer_gemms(model, layout.micro_batch, t, layout.cp, layout.ep))
-        / (dense_fwd["gemm"] * gpu.peak_bf16_flops),
+        "gemm_efficiency": gemm_flops / (gemm_s * gpu.peak_bf16_flops) if gemm_s else 0.0,
         "links": {"tp": tensor_parallel_link(layout, cluster)[0], "dp": dp_link, "pp": pp_link,
                   "cp": context_parallel_link(layout, cluster)[0], "ep": expert_parallel_link(layout, cluster)[0]},
         "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp,
         "useful_compute_s": m * slow["compute"],
         "memory": mem,
         "layout": asdict(layout), "gpus": n, "gpu": gpu.name, "micro_batches": m,
-        "stage_layers": layers_slow, "placement": list(stages), "placement_note": placement_note(model, layout),
+        "stage_layers": slow["layers"], "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
         "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained",

@@ -340,3 +340,17 @@ def test_recomputed_modules_cost_their_forward_again_and_moe_its_all_to_alls():
     assert whole["time_breakdown"]["ep_all_to_all"] > 1.2 * default["time_breakdown"]["ep_all_to_all"]
     assert whole["flops_per_step"] > 1.1 * default["flops_per_step"]
     assert whole["model_flops_per_step"] == default["model_flops_per_step"]
+
+
+@pytest.mark.parametrize("name", ["llama3-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-20b"])
+def test_compute_parts_add_up_to_the_compute_of_every_layer_dense_or_moe(name):
+    """MoE layers and sliding-window layers included: the parts describe the layers the step runs."""
+    from playground.planner.presets import preset
+    from playground.planner.published_automodel import gpt_oss
+    model = gpt_oss(24, 32, name) if name == "gpt-oss-20b" else preset(name)
+    ep = 8 if model.is_moe else 1
+    layout = Layout.today(1, 4 if name == "deepseek-v3" else 1, 16, ep=ep, micro_batch=1, global_batch=64)
+    r = predict(model, Cluster.of("H100"), layout)
+    parts = r["compute_parts"]
+    assert parts["gemm"] + parts["elementwise"] + parts["logits"] == pytest.approx(r["time_breakdown"]["compute"])
+    assert 0.2 < r["gemm_efficiency"] < 0.8
