@@ -17,7 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 
-__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "dispatch_time", "ring_passes", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "pass_windows", "dispatch_time", "ring_passes", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
 def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
@@ -156,6 +156,14 @@ def data_parallel_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFIC
     return _ring_link(layout.tp * layout.cp * layout.dp, layout.tp, layout, cluster, eff)
 
 
+def expert_data_parallel_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
+    """The expert gradients' reduction over expert DP (the ranks holding the same experts).  Expert ranks
+    are ordered ETP fastest, then EP, then expert DP (Megatron-Core's ``tp-ep-dp-pp``; torchtitan's mesh
+    puts EP innermost too), so its members lie ETP x EP ranks apart: when EP fills a node, one per node,
+    each group on its own NIC, not a whole node's."""
+    return _ring_link(layout.tp * layout.cp * layout.dp, layout.expert_tp_degree * layout.ep, layout, cluster, eff)
+
+
 def shard_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
     """The link ZeRO-3's gathers and reduce-scatters ride: the whole DP x CP group's, or with HSDP
     its shard group's (t x g consecutive ranks: NVLink when a node holds them)."""
@@ -214,8 +222,19 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
     return passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
 
 
+def pass_windows(cost: dict) -> tuple[float, float]:
+    """Seconds of one layer's forward and of its backward (recompute included) that another stream's
+    transfer can hide behind: their compute, and the layer's own TP, CP and EP collectives, which run
+    on other links (each pass taking a share of them in proportion to its compute)."""
+    forward, backward = cost["forward"], cost["backward"] + cost["recompute"]
+    comm = cost.get("tp", 0.0) + cost.get("cp", 0.0) + cost.get("ep", 0.0)
+    if not comm or not forward + backward:
+        return forward, backward
+    return forward + comm * forward / (forward + backward), backward + comm * backward / (forward + backward)
+
+
 def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff: Efficiency, layout: Layout,
-                      tensors: int = 1, link: str = "nvlink") -> float:
+                      tensors: int = 1, link: str = "nvlink", experts: tuple | None = None) -> float:
     """FSDP per layer and micro-batch: the gather before forward, and the gather + reduce-scatter in
     backward, each prefetched behind the neighbouring layer's compute.  FSDP2 with
     ``reshard_after_forward=False`` gathers once per step and keeps the weights (the forward gather
@@ -226,15 +245,19 @@ def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff
     ``fsdp_gather="tensor"`` is early DeepSpeed ZeRO-3 (its ``_allgather_param``): each of the layer's
     ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
     after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
-    only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then)."""
-    gather = allgather_time(unit_bytes * (0.5 if layout.fp8_gather else 2 if layout.fp32_gather else 1), n, bw, eff,
-                            link)
-    scatter = allgather_time(unit_bytes * layout.grad_bytes / BYTES, n, bw, eff, link)
-    backward = cost["backward"] + cost["recompute"]
+    only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then).
+
+    ``experts``: ``(bytes, n, bw, link)`` of the layer's routed experts when they are sharded apart from
+    the rest, over the expert-DP group (FSDP with expert parallelism): gathered and reduce-scattered
+    there, after the rest, on the same stream."""
+    groups = [(unit_bytes, n, bw, link)] + ([experts] if experts else [])
+    weight = 0.5 if layout.fp8_gather else 2 if layout.fp32_gather else 1
+    gather = sum(allgather_time(b * weight, g, w, eff, name) for b, g, w, name in groups)
+    scatter = sum(allgather_time(b * layout.grad_bytes / BYTES, g, w, eff, name) for b, g, w, name in groups)
+    forward, backward = pass_windows(cost)
     if layout.fsdp_gather == "tensor":
         gather += (tensors - 1) * (n - 1) * eff.latency_s if n > 1 else 0.0
         return 2 * gather + (overlapped(scatter, backward, gpu, eff) if layout.overlap_grad_reduce else scatter)
     if not layout.reshard_after_forward:
-        return overlapped(gather, cost["forward"], gpu, eff) / layout.micro_batches \
-            + overlapped(scatter, backward, gpu, eff)
-    return overlapped(gather, cost["forward"], gpu, eff) + overlapped(gather + scatter, backward, gpu, eff)
+        return overlapped(gather, forward, gpu, eff) / layout.micro_batches + overlapped(scatter, backward, gpu, eff)
+    return overlapped(gather, forward, gpu, eff) + overlapped(gather + scatter, backward, gpu, eff)

@@ -20,6 +20,7 @@ from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms,
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout
 from playground.planner.comm_costs import (_hit, _reached, allgather_time, allreduce_time, alltoall_time,  # noqa: F401
                                            context_parallel_link, data_parallel_link, dispatch_time,
+                                           expert_data_parallel_link,
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
                                            ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
@@ -29,7 +30,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
-           "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "shard_link", "replica_link",
+           "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
            "dispatch_time", "memory_per_gpu", "permutation_bytes", "activation_bytes", "peak_flops", "causal_executed", "module_recompute_time"]

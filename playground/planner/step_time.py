@@ -55,18 +55,22 @@
   each (all measured on one H200, ``costs.moe_host_time``); the dispatcher's host sync keeps the host from
   running further ahead than the layer, so the GPU waits for what of them outlasts the layer's device work.
 * **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP
-  (routed experts over DP x CP / EP), of which at most the last micro-batch's backward can hide it
-  when overlap is on.  The distributed optimizer (ZeRO-1/2, Megatron's ``--use-distributed-optimizer``)
+  (routed experts over DP x CP / EP: their expert-DP group, whose members lie EP x ETP ranks apart, so
+  that with EP filling a node each rides its own NIC), of which at most the last micro-batch's backward
+  can hide it when overlap is on.  The distributed optimizer (ZeRO-1/2, Megatron's ``--use-distributed-optimizer``)
   reduce-scatters the gradients instead, and all-gathers the updated bf16 weights behind the next
   step's first forward (``--overlap-param-gather``, on with the overlap).  ZeRO-3 (FSDP) instead
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
   ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
-  that only what outlasts the layer's compute is exposed; with HSDP they ride the shard group's
+  that only what outlasts the layer's compute is exposed (the routed experts sharded over their
+  expert-DP group, on its link); with HSDP they ride the shard group's
   link (NVLink when a node holds it) and the all-reduce across replicas is added.  Across nodes
   these rings cross on every NIC the group holds in a node, as NCCL runs one ring per NIC: FSDP
   over whole nodes at eight NICs' rate (until NVLink binds first), DP under TP = 8 at one
   (``comm_costs.ring_crossing``).  ``fsdp_gather="tensor"`` (early DeepSpeed ZeRO-3) gathers
   tensor by tensor and waits for each.
+* a transfer on another stream (DP, FSDP, the interleaved pipeline's) hides behind a pass's compute and
+  the layer's own TP, CP and EP collectives, which ride other links (``comm_costs.pass_windows``).
 * every collective moves at the share of its link's line rate NCCL reaches there
   (``Efficiency.link_rate``): 0.80 of NVLink's, 0.94 of the NICs' across nodes (NCCL's maintainers:
   46-48 GB/s per 400 Gb/s NIC).
@@ -99,10 +103,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 
-from playground.planner.comm_costs import context_parallel_time, fsdp_exposed_time
+from playground.planner.comm_costs import context_parallel_time, fsdp_exposed_time, pass_windows
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
-                                      data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
+                                      data_parallel_link, expert_data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
                                       layer_forward, layer_gemms, module_recompute_time, moe_host_time, overlapped,
                                       per_op_recomputed,
                                       pipeline_link, replica_link, shard_link, sustained_rate,
@@ -233,7 +237,10 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     costs = {moe: _layer_costs(model, cluster, layout, eff, moe) for moe in kinds}
     dense_total = model.layers - model.moe_layers
     dp_link, dp_bw = data_parallel_link(layout, cluster, eff)
+    edp_link, edp_bw = expert_data_parallel_link(layout, cluster, eff)
     shard_n = layout.sharding_degree if layout.zero_stage == 3 else 1
+    # the ranks that shard one expert's weights: its expert-DP replicas (those inside one HSDP shard group)
+    expert_shard = max(1, layout.expert_dp * shard_n // (layout.dp * layout.cp))
     shard_name, shard_bw = shard_link(layout, cluster, eff)
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
@@ -250,14 +257,15 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row = {k: sum(counts[moe] * costs[moe][k] for moe in kinds)
                for k in ("compute", "recompute", "tp", "cp", "ep", "host")}
         row["zero3"] = 0.0
-        if shard_n > 1 and n_layers:
-            unit = (dense_p + expert_p) / n_layers * BYTES
-            row["zero3"] = sum(counts[moe] * fsdp_exposed_time(costs[moe], unit, shard_n, shard_bw, gpu, eff, layout,
-                                                            model.dense_layer_tensors(), shard_name) for moe in kinds)
+        if shard_n > 1 and n_layers:   # the routed experts sharded over expert DP, on its link
+            experts = (expert_p / n_layers * BYTES, expert_shard, edp_bw, edp_link) if expert_p else None
+            row["zero3"] = sum(counts[moe] * fsdp_exposed_time(costs[moe], dense_p / n_layers * BYTES, shard_n, shard_bw,
+                                                            gpu, eff, layout, model.dense_layer_tensors(), shard_name,
+                                                            experts) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, counts=counts, dense_params=dense_p, expert_params=expert_p,
-                   forward=sum(counts[moe] * costs[moe]["forward"] for moe in kinds),
-                   backward=sum(counts[moe] * (costs[moe]["backward"] + costs[moe]["recompute"]) for moe in kinds))
+                   # what a transfer on another stream hides behind: the passes with the layers' collectives
+                   windows=[sum(counts[moe] * pass_windows(costs[moe])[i] for moe in kinds) for i in (0, 1)])
         row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "zero3", "logits"))
         rows.append(row)
     slow = max(rows, key=lambda r: r["total"])
@@ -268,7 +276,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     p2p_mb = 0.0 if p == 1 else 2 * v * (eff.latency_s + p2p_bytes / (eff.link_rate(pp_link) * pp_bw))
     if p > 1 and v > 1 and layout.p2p_overlap:   # each chunk's transfers behind the next chunk's compute:
         # the forward crossings behind forward chunks, the backward ones behind backward chunks
-        p2p_mb = overlapped(p2p_mb / 2, slow["forward"], gpu, eff) + overlapped(p2p_mb / 2, slow["backward"], gpu, eff)
+        p2p_mb = overlapped(p2p_mb / 2, slow["windows"][0], gpu, eff) + overlapped(p2p_mb / 2, slow["windows"][1], gpu, eff)
     per_mb = slow["total"] + p2p_mb
     pipeline_t = (m + (p - 1) / v) * per_mb
     bubble_t = (p - 1) / v * per_mb
@@ -285,16 +293,17 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     elif layout.zero_stage in (1, 2):  # distributed optimizer: reduce-scatter the gradients, each rank
         # updates its shard, all-gather the updated bf16 weights (behind the next step's first forward)
         dp_t = allgather_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff, dp_link) \
-            + allgather_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff, dp_link)
+            + allgather_time(slow["expert_params"] * layout.grad_bytes, expert_dp, edp_bw, eff, edp_link)
         gather_t = allgather_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff, dp_link) \
-            + allgather_time(slow["expert_params"] * BYTES, expert_dp, dp_bw, eff, dp_link)
+            + allgather_time(slow["expert_params"] * BYTES, expert_dp, edp_bw, eff, edp_link)
     else:
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff, dp_link) \
-            + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, dp_bw, eff, dp_link)
+            + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, edp_bw, eff, edp_link)
         gather_t = 0.0
     if layout.overlap_grad_reduce:   # the last micro-batch's backward hides the reduction, the first forward the gather
-        hidden_dp = min(dp_t, slow["backward"]) + min(gather_t, slow["forward"])
-        dp_exposed = overlapped(dp_t, slow["backward"], gpu, eff) + overlapped(gather_t, slow["forward"], gpu, eff)
+        forward_w, backward_w = slow["windows"]
+        hidden_dp = min(dp_t, backward_w) + min(gather_t, forward_w)
+        dp_exposed = overlapped(dp_t, backward_w, gpu, eff) + overlapped(gather_t, forward_w, gpu, eff)
     else:
         hidden_dp, dp_exposed = 0.0, dp_t + gather_t
     dp_t += gather_t

@@ -1,0 +1,65 @@
+"""Routed experts' weights live on their expert-DP group: the ranks EP x ETP apart that hold the same
+experts.  Their gradients reduce there and, under FSDP, their weights are gathered there, on that
+group's link; and a transfer on another stream hides behind a layer's collectives as well as its
+compute."""
+
+from dataclasses import replace
+
+import pytest
+
+from playground.planner.comm_costs import (allgather_time, data_parallel_link, expert_data_parallel_link,
+                                           fsdp_exposed_time, pass_windows)
+from playground.planner.layout import EFFICIENCY, Cluster, Layout
+from playground.planner.presets import preset
+from playground.planner.step_time import predict
+
+H100 = Cluster.of("H100")
+MIXTRAL = preset("mixtral-8x7b")
+
+
+@pytest.mark.parametrize("ep, nics", [(8, 1), (4, 2), (2, 4), (1, 8)])
+def test_expert_dp_crosses_nodes_on_the_nics_its_members_hold_in_a_node(ep, nics):
+    """64 GPUs, 8 a node, TP 1: with EP filling the node, each expert-DP member is alone on its node and
+    rides its own NIC; with EP 1 the expert-DP group is the DP group, eight NICs (NVLink binds first)."""
+    layout = Layout.today(1, 1, 64, ep=ep, micro_batch=1, global_batch=64)
+    name, bw = expert_data_parallel_link(layout, H100)
+    assert name == ("network" if nics < 8 else data_parallel_link(layout, H100)[0])
+    if nics < 8:
+        assert bw == nics * H100.network_bytes_per_s
+    else:
+        assert (name, bw) == data_parallel_link(layout, H100)
+
+
+def test_expert_gradients_reduce_at_one_nic_when_ep_fills_the_node():
+    """The distributed optimizer's reduce-scatter and gather: the dense part over all 64 ranks, the
+    experts' over their 8 expert-DP ranks, one a node, at one NIC's rate."""
+    layout = Layout.today(1, 1, 64, ep=8, micro_batch=1, global_batch=64)
+    p = predict(MIXTRAL, H100, layout)
+    from playground.planner.memory import stage_params
+    dense, experts = stage_params(MIXTRAL, layout, 0, MIXTRAL.layers, 0)
+    dp_name, dp_bw = data_parallel_link(layout, H100)
+    nic = H100.network_bytes_per_s
+    expected = sum(allgather_time(n_params * b, group, bw, EFFICIENCY, link)
+                   for n_params, group, bw, link in ((dense, 64, dp_bw, dp_name), (experts, 8, nic, "network"))
+                   for b in (layout.grad_bytes, 2))
+    assert p["dp_comm_s"] == pytest.approx(expected)
+
+
+def test_fsdp_does_not_gather_experts_a_rank_holds_whole():
+    """FSDP 8 with EP 8 on one node: each rank holds its experts whole (expert DP of 1), so only the
+    dense weights are gathered; with EP 2 the experts are sharded over four ranks and gathered too."""
+    whole = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=8, zero_stage=3)
+    sharded = replace(whole, ep=2)
+    cost = {"forward": 1e-3, "backward": 2e-3, "recompute": 0.0}
+    alone = fsdp_exposed_time(cost, 1e8, 8, 1e11, H100.gpu, EFFICIENCY, whole)
+    with_experts = fsdp_exposed_time(cost, 1e8, 8, 1e11, H100.gpu, EFFICIENCY, whole, experts=(4e8, 4, 1e11, "nvlink"))
+    assert with_experts > alone
+    t_whole, t_sharded = (predict(MIXTRAL, H100, x)["time_breakdown"]["zero3_gathers"] for x in (whole, sharded))
+    assert t_sharded > t_whole
+
+
+def test_a_transfer_hides_behind_the_layers_collectives_too():
+    cost = {"forward": 1.0, "backward": 3.0, "recompute": 0.0, "tp": 0.4, "cp": 0.0, "ep": 0.4}
+    forward, backward = pass_windows(cost)
+    assert (forward, backward) == pytest.approx((1.2, 3.6))
+    assert pass_windows({"forward": 1.0, "backward": 2.0, "recompute": 1.0}) == (1.0, 3.0)
