@@ -158,9 +158,10 @@ def data_parallel_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFIC
 
 def expert_data_parallel_link(layout: Layout, cluster: Cluster, eff: Efficiency = EFFICIENCY) -> tuple[str, float]:
     """The expert gradients' reduction over expert DP (the ranks holding the same experts).  Expert ranks
-    are ordered ETP fastest, then EP, then expert DP (Megatron-Core's ``tp-ep-dp-pp``; torchtitan's mesh
-    puts EP innermost too), so its members lie ETP x EP ranks apart: when EP fills a node, one per node,
-    each group on its own NIC, not a whole node's."""
+    are ordered ETP fastest, then EP, then expert DP (Megatron-Core's ``parallel_state.py``: order
+    ``tp-cp-ep-dp-pp``, CP 1 for experts; torchtitan's expert mesh ``pp, dp_replicate, efsdp, ep`` puts EP
+    innermost too), so its members lie ETP x EP ranks apart: when EP fills a node, one per node, each
+    group on its own NIC, not a whole node's."""
     return _ring_link(layout.tp * layout.cp * layout.dp, layout.expert_tp_degree * layout.ep, layout, cluster, eff)
 
 
