@@ -349,7 +349,10 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "bubble_fraction": (p - 1) / (v * m) if p > 1 else 0.0,
         "gemm_efficiency": gemm_flops / (gemm_s * gpu.peak_bf16_flops) if gemm_s else 0.0,
         "links": {"tp": tensor_parallel_link(layout, cluster)[0], "dp": dp_link, "pp": pp_link,
-                  "cp": context_parallel_link(layout, cluster)[0], "ep": expert_parallel_link(layout, cluster)[0]},
+                  "cp": context_parallel_link(layout, cluster)[0], "ep": expert_parallel_link(layout, cluster)[0],
+                  **({"expert_dp": edp_link} if model.is_moe else {})},
+        # the rings' line rates: DP's (every NIC its group holds in a node), a MoE's experts' (EP x ETP apart)
+        "ring_bytes_per_s": {"dp": dp_bw, **({"expert_dp": edp_bw} if model.is_moe else {})},
         "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp,
         "useful_compute_s": m * slow["compute"],
         "memory": mem,

@@ -89,7 +89,8 @@ def _report(r: dict) -> str:
                 lines.append(f"   beats #{x['rank'] + 1}: {x['beats_next']}")
         return "\n".join(lines)
     lay, mem = Layout(**r["layout"]), r["memory"]
-    lines = [f"layout   {lay.describe()}, {r['micro_batches']} micro-batches on {r['gpus']:,} x {r['gpu']}",
+    m = r["micro_batches"]
+    lines = [f"layout   {lay.describe()}, {m} micro-batch{'' if m == 1 else 'es'} on {r['gpus']:,} x {r['gpu']}",
              f"         {r['placement_note']}",
              f"step     {r['step_time_s']:.3f} s, {r['tokens_per_s']:,.0f} tokens/s, "
              f"{r['tflops_per_gpu']:.0f} TFLOP/s per GPU ({r['model_tflops_per_gpu']:.0f} model), "
@@ -105,10 +106,25 @@ def _report(r: dict) -> str:
         say = "would fit" if not mem["fits"] else "with room"
         lines += [f"{say} {a['change']}: {a['memory_bytes'] / 2 ** 30:.1f} GiB" for a in r.get("fit_advice", [])] \
             or [f"{say} no single change of the layout fits: more GPUs or a smaller model"]
+    lines += _links_line(r, lay)
     lines += [f"  {k:<16} {v:8.3f} s  {100 * r['fractions'][k]:5.1f} %" for k, v in r["time_breakdown"].items()
               if v or k != "moe_host_wait"]    # a wait on the host only where a MoE layer makes one
     lines += [f"caveat   {c}" for c in r.get("caveats", [])]
     return "\n".join(lines)
+
+
+def _links_line(r: dict, lay: Layout) -> list[str]:
+    """Which link each group's traffic rides (for a ring across nodes, the one that binds it: eq-ring-nics) and
+    the gradient rings' line rates: where a step's bytes go."""
+    links, rates = r["links"], r["ring_bytes_per_s"]
+    dp = lay.dp * lay.cp
+    axes = [f"{name} {n} over {links[key]}" for name, n, key in
+            (("TP", lay.tp, "tp"), ("CP", lay.cp, "cp"), ("EP", lay.ep, "ep"), ("PP", lay.pp, "pp")) if n > 1]
+    axes += [f"DP {dp} ring bound by {links['dp']} ({rates['dp'] / 1e9:.0f} GB/s)"] if dp > 1 else []
+    if "expert_dp" in links and lay.ep > 1 and lay.expert_dp > 1:   # EP x ETP apart: with EP filling a node, one NIC each
+        axes.append(f"experts' DP {lay.expert_dp} ring bound by {links['expert_dp']} "
+                    f"({rates['expert_dp'] / 1e9:.0f} GB/s)")
+    return [f"links    {'; '.join(axes)}"] if axes else []
 
 
 def _power_line(r: dict) -> list[str]:

@@ -63,3 +63,16 @@ def test_a_transfer_hides_behind_the_layers_collectives_too():
     forward, backward = pass_windows(cost)
     assert (forward, backward) == pytest.approx((1.2, 3.6))
     assert pass_windows({"forward": 1.0, "backward": 2.0, "recompute": 1.0}) == (1.0, 3.0)
+
+
+def test_the_report_names_the_link_each_group_rides():
+    """The step-time report says where the bytes go: the experts' DP ring on one NIC when EP fills a node."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "playground.step_time", "--model", "mixtral-8x7b", "--gpu", "H100",
+                           "--gpus", "64", "--ep", "8", "--micro-batch-size", "1", "--global-batch", "64"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("links"))
+    assert "EP 8 over nvlink" in line and "experts' DP 8 ring bound by network (50 GB/s)" in line
+    assert "DP 64 ring bound by nvlink (450 GB/s)" in line   # eight NICs outrun an H100's NVLink
