@@ -6,20 +6,22 @@ blocks around a ring), ``all_gather_cp`` (Llama 3's: K/V all-gathered, head-and-
 ``ulysses`` (all-to-all to a head shard and back); ``moe`` (routing, capacity), ``expert_parallel``
 (experts over ranks, all-to-all), ``dropless`` (dropless beside capacity-factor dispatch, bytes
 per intra-/inter-node link) and ``expert_execution`` (four ways one rank runs its routed experts:
-a grouped GEMM with or without a host sync, a GEMM per expert, fixed capacity); ``grid`` (ranks laid on a DP x PP x TP grid).  The runs that check
+a grouped GEMM with or without a host sync, a GEMM per expert, fixed capacity); ``expert_dp`` (a MoE's
+gradients: dense over every rank, experts over their expert-DP group); ``grid`` (ranks laid on a DP x PP x TP grid).  The runs that check
 them, each against single-process training and PyTorch's own where it has one: ``tp_measure``,
 ``ring_attention_runs``, ``cp_runs`` (the three CP attentions side by side),
-``expert_parallel_runs``, ``dropless_runs``, ``compose`` (with ``compose_torch`` and ``key_bias``),
+``expert_parallel_runs``, ``expert_dp_runs``, ``dropless_runs``, ``compose`` (with ``compose_torch`` and ``key_bias``),
 and ``placement`` (the map itself, every row measured).
 May import: the shared basics, ``playground.data_parallel``, ``pipeline_parallel`` and ``zero``.
 """
 
-from playground.systems_map import (compose, compose_torch, cp_runs, dropless_runs, expert_parallel_runs,
-                                    placement, ring_attention, ring_attention_runs, tp_measure)
+from playground.systems_map import (compose, compose_torch, cp_runs, dropless_runs, expert_dp_runs,
+                                    expert_parallel_runs, placement, ring_attention, ring_attention_runs, tp_measure)
 from playground.systems_map.all_gather_cp import all_gather_attention, load_balanced_split
 from playground.systems_map.cp_runs import check_context_parallel
 from playground.systems_map.dropless import NodeAwareEP
 from playground.systems_map.dropless_runs import balance_report, check_dropless, link_report
+from playground.systems_map.expert_dp import expert_grid, reduce_moe_grads
 from playground.systems_map.expert_execution import RoutedExperts, expert_reference
 from playground.systems_map.expert_parallel import ExpertParallelMoE, all_to_all, expert_placement
 from playground.systems_map.expert_parallel_runs import (bytes_report, check_all_to_all, check_expert_parallel,
@@ -44,7 +46,7 @@ __all__ = ["copy_to_tp", "reduce_from_tp", "gather_from_sp", "reduce_scatter_to_
            "ring_attention", "attention_reference", "split_sequence", "predicted_blocks", "ring_schedule",
            "MoE", "route", "expert_capacity", "queue_position", "within_capacity", "moe_reference", "load_balancing_loss",
            "predicted_drops", "drops_agree", "ExpertParallelMoE", "RoutedExperts", "expert_reference", "expert_placement", "all_to_all",
-           "RankGrid", "GridGroups",
+           "RankGrid", "GridGroups", "expert_grid", "reduce_moe_grads", "expert_dp_runs",
            "tp_measure", "ring_attention_runs", "check_ring_attention", "layer_report", "memory_report",
            "expert_parallel_runs", "check_expert_parallel", "check_all_to_all", "drop_sweep", "bytes_report",
            "drop_report", "all_gather_attention", "load_balanced_split", "ulysses_attention", "seq_to_heads",
