@@ -33,8 +33,9 @@ def expert_grid(world_size: int, ep: int) -> RankGrid:
 
 
 def reduce_moe_grads(dense, experts, expert_dp_group, world_size: int) -> None:
-    """Sum each gradient over the ranks that hold its weight, then divide by the ranks whose tokens the
-    loss averages: ``dense`` over every rank, ``experts`` over ``expert_dp_group`` alone."""
+    """Sum each gradient over the ranks that hold its weight, then divide by the ranks
+    whose tokens the loss averages: ``dense`` over every rank, ``experts`` over
+    ``expert_dp_group`` alone."""
     for params, group in ((dense, None), (experts, expert_dp_group)):
         for p in params:
             dist.all_reduce(p.grad, group=group)

@@ -78,7 +78,7 @@ def expert_dp_report(ranks: list[dict], ep: int, cfg: dict = CFG) -> tuple[str, 
     for r in ranks:
         ok &= r["dense_payload"] == want_dense and r["expert_payload"] == want_expert and r["matches_one_process"]
         lines.append(f"rank {r['rank']}: experts {r['experts']}, EP group {r['ep_ranks']}, expert-DP group "
-                     f"{r['edp_ranks']}\n        dense {r['dense_payload']:,} B over all {n} ranks (predicted "
+                     f"{r['edp_ranks']}\n        dense {r['dense_payload']:,} B over {n} (predicted "
                      f"{want_dense:,}); experts {r['expert_payload']:,} B over {len(r['edp_ranks'])} "
                      f"(predicted {want_expert:,})")
     r0 = ranks[0]
