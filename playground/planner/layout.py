@@ -182,6 +182,12 @@ class Layout:
         optimizer), or the HSDP shard group."""
         return self.shard_group or self.dp * self.cp
 
+    @property
+    def expert_sharding_degree(self) -> int:
+        """Ranks that shard one expert's ZeRO states: its expert-DP group, or under HSDP the part of that
+        group inside one shard group (the rest are replicas)."""
+        return max(1, self.expert_dp * self.sharding_degree // (self.dp * self.cp))
+
     def describe(self) -> str:
         knobs = [f"TP={self.tp}", f"PP={self.pp}"] + [f"{k.upper()}={getattr(self, k)}" for k in ("vpp", "cp", "ep")
                                                       if getattr(self, k) > 1] + [f"DP={self.dp}"]

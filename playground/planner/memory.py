@@ -224,14 +224,13 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
         full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none"), moe)
                          for moe in ((False, True) if model.is_moe else (False,)))
-    expert_dp = layout.expert_dp
     best, first_layer = None, 0
     for i, layers in enumerate(stages):
         dense, experts = stage_params(model, layout, i, layers, first_layer)
         dense_layers_here = max(0, min(first_layer + layers, model.layers - model.moe_layers) - first_layer)
         first_layer += layers
         d_states = model_state_bytes(dense, layout.sharding_degree, layout.zero_stage)
-        e_states = model_state_bytes(experts, expert_dp, layout.zero_stage) if experts else \
+        e_states = model_state_bytes(experts, layout.expert_sharding_degree, layout.zero_stage) if experts else \
             {k: 0.0 for k in d_states}
         states = {k: d_states[k] + e_states[k] for k in d_states}
         buffers = 0.0

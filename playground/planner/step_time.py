@@ -239,8 +239,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     dp_link, dp_bw = data_parallel_link(layout, cluster, eff)
     edp_link, edp_bw = expert_data_parallel_link(layout, cluster, eff)
     shard_n = layout.sharding_degree if layout.zero_stage == 3 else 1
-    # the ranks that shard one expert's weights: its expert-DP replicas (those inside one HSDP shard group)
-    expert_shard = max(1, layout.expert_dp * shard_n // (layout.dp * layout.cp))
+    expert_shard = layout.expert_sharding_degree if shard_n > 1 else 1
     shard_name, shard_bw = shard_link(layout, cluster, eff)
 
     # each stage: its layers (the dense ones first), the logits on the last, one micro-batch
@@ -289,6 +288,10 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes / shard_n, replicas,
                               replica_bw, eff, replica_name) \
             if replicas > 1 else 0.0
+        expert_replicas = expert_dp // expert_shard   # HSDP: each expert shard's copies in the other replicas
+        if expert_replicas > 1:
+            dp_t += allreduce_time(slow["expert_params"] * layout.grad_bytes / expert_shard, expert_replicas,
+                                   replica_bw, eff, replica_name)
         gather_t = 0.0
     elif layout.zero_stage in (1, 2):  # distributed optimizer: reduce-scatter the gradients, each rank
         # updates its shard, all-gather the updated bf16 weights (behind the next step's first forward)

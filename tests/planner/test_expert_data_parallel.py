@@ -76,3 +76,20 @@ def test_the_report_names_the_link_each_group_rides():
     line = next(x for x in proc.stdout.splitlines() if x.startswith("links"))
     assert "EP 8 over nvlink" in line and "experts' DP 8 ring bound by network (50 GB/s)" in line
     assert "DP 64 ring bound by nvlink (450 GB/s)" in line   # eight NICs outrun an H100's NVLink
+
+
+def test_hsdp_shards_experts_inside_its_shard_group_and_reduces_them_across_replicas():
+    """HSDP over 8 of 64 ranks with EP 4: an expert is sharded over the 2 of its 16 expert-DP ranks inside one
+    shard group and all-reduced across the 8 replicas; memory holds a half of its states, not a sixteenth."""
+    from playground.planner.memory import memory_per_gpu
+    fsdp = Layout.today(1, 1, 64, ep=4, micro_batch=1, global_batch=64, zero_stage=3)
+    hsdp = replace(fsdp, shard_group=8)
+    assert (fsdp.expert_sharding_degree, hsdp.expert_sharding_degree) == (16, 2)
+    assert memory_per_gpu(MIXTRAL, hsdp)["model_states"] > memory_per_gpu(MIXTRAL, fsdp)["model_states"]
+    from playground.planner.memory import stage_params
+    from playground.planner.comm_costs import allreduce_time, replica_link
+    dense, experts = stage_params(MIXTRAL, hsdp, 0, MIXTRAL.layers, 0)
+    name, bw = replica_link(hsdp, H100)
+    expected = (allreduce_time(dense * hsdp.grad_bytes / 8, 8, bw, EFFICIENCY, name)
+                + allreduce_time(experts * hsdp.grad_bytes / 2, 8, bw, EFFICIENCY, name))
+    assert predict(MIXTRAL, H100, hsdp)["dp_comm_s"] == pytest.approx(expected)
