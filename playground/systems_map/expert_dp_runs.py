@@ -51,14 +51,15 @@ def expert_dp_step(rank: int, world_size: int, ep: int = 2, seed: int = 0, cfg: 
         reduce_moe_grads(dense, [], groups.group("edp"), world_size)
     with comm.count() as expert_moved:
         reduce_moe_grads([], experts, groups.group("edp"), world_size)
-    for mine, ref in zip(dense, [*ref_proj.parameters(), ref_moe.router.weight]):
-        assert_close(mine.grad, ref.grad, rtol=1e-5, atol=1e-6)
     owned = expert_placement(cfg["n_experts"], ep, groups.index("ep"))
-    for local, e in enumerate(owned):
-        for mine, ref in zip(layer.experts[local].parameters(), ref_moe.experts[e].parameters()):
-            assert_close(mine.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    pairs = list(zip(dense, [*ref_proj.parameters(), ref_moe.router.weight])) + [
+        pair for local, e in enumerate(owned)
+        for pair in zip(layer.experts[local].parameters(), ref_moe.experts[e].parameters())]
+    for mine, ref in pairs:
+        assert_close(mine.grad, ref.grad, rtol=1e-5, atol=1e-6)
     return {"rank": rank, "label": str(groups), "ep_ranks": groups.ranks("ep"), "edp_ranks": groups.ranks("edp"),
-            "experts": list(owned), "matches_one_process": True,
+            "experts": list(owned), "tensors_checked": len(pairs),
+            "largest_difference": max(float((mine.grad - ref.grad).abs().max()) for mine, ref in pairs),
             "dense_payload": sum(dense_moved.summary()["payload_bytes"].values()),
             "expert_payload": sum(expert_moved.summary()["payload_bytes"].values())}
 
@@ -76,7 +77,7 @@ def expert_dp_report(ranks: list[dict], ep: int, cfg: dict = CFG) -> tuple[str, 
     lines, ok = [], True
     want_dense, want_expert = predicted_payloads(ep, cfg)
     for r in ranks:
-        ok &= r["dense_payload"] == want_dense and r["expert_payload"] == want_expert and r["matches_one_process"]
+        ok &= r["dense_payload"] == want_dense and r["expert_payload"] == want_expert
         lines.append(f"rank {r['rank']}: experts {r['experts']}, EP group {r['ep_ranks']}, expert-DP group "
                      f"{r['edp_ranks']}\n        dense {r['dense_payload']:,} B over {n} (predicted "
                      f"{want_dense:,}); experts {r['expert_payload']:,} B over {len(r['edp_ranks'])} "
@@ -85,8 +86,9 @@ def expert_dp_report(ranks: list[dict], ep: int, cfg: dict = CFG) -> tuple[str, 
     m = len(r0["edp_ranks"])
     lines.append(f"on the wire, a ring: dense {ring_wire_bytes('all_reduce', r0['dense_payload'], n):,.0f} B a rank "
                  f"over {n} ranks, experts {ring_wire_bytes('all_reduce', r0['expert_payload'], m):,.0f} B over {m}")
-    lines.append(f"every gradient equal to one process's (assert_close): "
-                 f"{all(r['matches_one_process'] for r in ranks)}")
+    worst = max(r["largest_difference"] for r in ranks)   # rounding: its digits depend on the machine's BLAS
+    lines.append(f"every gradient equal to one process's (assert_close, {sum(r['tensors_checked'] for r in ranks)} "
+                 f"tensors): largest difference {'<' if worst < 1e-8 else '>='} 1e-8")
     return "\n".join(lines), ok
 
 
