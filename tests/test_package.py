@@ -40,7 +40,7 @@ PLANNER_FLOORS = (
     {"memory", "measure", "comm_costs"},
     {"costs"},
     {"published_row"},
-    {"published_foundry", "published_zoo", "published_megatron", "published_gemms"},
+    {"published_foundry", "published_zoo", "published_megatron", "published_gemms", "published_fms"},
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
     {"published_bridge"},  # its MoE rows reuse the shapes of the Model Zoo's and AutoModel's
     {"published_bridge_2509", "published_bridge_2604"},  # other releases' tables, read with the same row builder

@@ -43,10 +43,11 @@ class PublishedStackRun:
     memory_misfit: str = ""      # non-empty: the planner's memory model says it does not fit, and why
     cite: str = ""               # BibTeX key in references.bib (proposed where not yet there)
     power_limit_w: float | None = None  # a board power limit the source states, below the GPU's TDP
+    network_bytes_per_s: float | None = None  # the source's network, one direction a GPU (None: the hardware table's)
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster.of(self.gpu, power_limit_w=self.power_limit_w)
+        return Cluster.of(self.gpu, power_limit_w=self.power_limit_w, network_bytes_per_s=self.network_bytes_per_s)
 
 
 def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, float, float, float]:

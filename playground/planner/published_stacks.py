@@ -1,8 +1,8 @@
 """Published throughput of today's training stacks, each with the layout its source states.
 
 The step-time model's first validation set (``published_layouts``) is Megatron-LM on A100s.  This
-one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (FSDP and
-HSDP on A100s), Megatron-Bridge's performance summary (``published_bridge``: H100 and B200), the Megatron MoE Model Zoo
+one adds other stacks: torchtitan (FSDP2, TP, PP, CP, float8 on H100/H200), fms-fsdp (``published_fms``: FSDP and
+HSDP on A100s and H100s), Megatron-Bridge's performance summary (``published_bridge``: H100 and B200), the Megatron MoE Model Zoo
 (``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s; DeepSeek-V3 on H800s), the ZeRO-3 rows of Narayanan
 et al. 2021 Table 2, OPT-175B (FSDP + TP 8), llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
 on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s), NeMo's
@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from playground.planner.costs import Layout, Model
+from playground.planner.published_fms import FMS_FSDP
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_megatron import MEGATRON_WEAK_SCALING
 from playground.planner.published_automodel import AUTOMODEL, AUTOMODEL_2604
@@ -34,7 +35,7 @@ from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
-from playground.planner.published_row import PublishedStackRun, llama2, llama31, published_metric
+from playground.planner.published_row import PublishedStackRun, llama31, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200",
            "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
@@ -178,29 +179,6 @@ TORCHTITAN = _TITAN_8B + _TITAN_CP_8B + (_titan_70b(False, 829), _titan_70b(True
     + tuple(_titan_405b_cp(cp, s, tps) for cp, s, tps in ((1, 32768, 76), (2, 65536, 47), (4, 131072, 31),
                                                           (8, 262144, 16))) \
     + (_titan_h200(4, 10938), _titan_h200(8, 10753)) + _TITAN_ASYNC_ROWS
-
-# ----------------------------------------------------------------------------- fms-fsdp
-_FMS = ("https://github.com/foundation-model-stack/fms-fsdp/blob/0d319983c4b3b7f7b3b5e2c5e7f746746b6f73a9/"
-        "README.md (table: 128 A100s); model shapes fms_fsdp/utils/config_utils.py, defaults "
-        "pretraining/config/training.py (seq_length 4096, sharding_group_size 8)")
-def _fms(size, hsdp, ac, batch, tps):
-    layout = Layout.today(1, 1, 128, micro_batch=batch, global_batch=128 * batch, zero_stage=3,
-                          shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager",
-                          grad_reduce="bf16")
-    note = ("sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP shard "
-            "group not in the table: sharding_group_size 8 (default, one node); A100 memory size and network "
-            "not stated: A100-80GB and the DGX A100 network of the hardware table taken; FSDP1 (not FSDP2), "
-            "SDPA flash attention, no torch.compile; gradients reduced in bf16 (fms_fsdp/policies/mixed_precision.py: "
-            "bfSixteen, reduce_dtype bfloat16)")
-    if ac:
-        note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
-    return PublishedStackRun(f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} 128, batch {batch}", "fms-fsdp",
-                             _FMS, "A100-80GB", llama2(size), layout, ("shard_group",) if hsdp else (),
-                             tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp")
-
-
-FMS_FSDP = (_fms("7b", True, False, 2, 3760), _fms("13b", True, False, 1, 1700), _fms("34b", False, True, 8, 772),
-            _fms("70b", False, True, 6, 380))
 
 NOT_REPRESENTABLE = (
     "Megatron MoE Model Zoo, Qwen3-Next-80B-A3B (2.2 s): hybrid linear attention, no Model for it",

@@ -1,0 +1,61 @@
+"""fms-fsdp's published throughput (IBM's FSDP1 recipes for Llama 2): A100 and H100 rows.
+
+The README's table of 2024-02-21 (``0d31998``) gives four runs on 128 A100s: the 7B and 13B with HSDP
+(sharded inside a node, replicated across nodes) and no activation checkpointing, the 34B and 70B
+with FSDP over all 128 GPUs and every block checkpointed, at the batch each ran.  It names no
+network.  The same README's table of 2024-03-13 (``5e522b4``), run with "the exact same scripts and
+configurations", names both clusters in its column heads: "A100 80G 128 GPUs with 400Gbps" and "H100
+96 GPUs with 800 Gbps".  Those rates are read as a node's: an A100's NIC reaches 200 Gb/s and an
+H100's 400, so neither is one GPU's.  The 7B HSDP row of that A100 column (3,700 tokens/s) repeats
+the first table's (3,760); the network is taken for the first table's rows, which ran on that cluster.
+
+Kept from the 2024-03-13 table: its H100 column's 7B (HSDP, no checkpointing), 34B and 70B (FSDP, full
+checkpointing), and its A100 column's 34B and 70B, all at two sequences a GPU.  Left out: its 13B
+rows, whose "Selective AC" checkpoints a share of the blocks (``selective_checkpointing``) the table
+does not give and ``Layout`` cannot say, and the compiled rows of May 2024 (torch.compile, selective
+checkpointing again).
+"""
+
+from __future__ import annotations
+
+from playground.planner.layout import Layout
+from playground.planner.published_row import PublishedStackRun, llama2
+
+__all__ = ["FMS_FSDP"]
+
+_REPO = "https://github.com/foundation-model-stack/fms-fsdp/blob/"
+_SHAPES = ("model shapes fms_fsdp/utils/config_utils.py, defaults pretraining/config/training.py (seq_length 4096, "
+           "sharding_group_size 8)")
+_FEB = _REPO + "0d319983c4b3b7f7b3b5e2c5e7f746746b6f73a9/README.md (table: 128 A100s); " + _SHAPES
+_MAR = _REPO + "5e522b4/README.md (table: 'A100 80G 128 GPUs with 400Gbps', 'H100 96 GPUs with 800 Gbps'); " + _SHAPES
+# a node's network as the 2024-03-13 table names it, Gb/s one direction; each of its eight GPUs gets an eighth
+_NODE_GBPS = {"A100-80GB": 400, "H100": 800}
+
+
+def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table):
+    layout = Layout.today(1, 1, gpus, micro_batch=batch, global_batch=gpus * batch, zero_stage=3,
+                          shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager",
+                          grad_reduce="bf16")
+    note = (f"{table}; sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP "
+            "shard group not in the table: sharding_group_size 8 (default, one node); the network the README's "
+            f"2024-03-13 table names, {_NODE_GBPS[gpu]} Gb/s a node (NCCL's rings share it over the node's eight "
+            "GPUs); FSDP1 (not FSDP2), SDPA flash attention, no torch.compile; gradients reduced in bf16 "
+            "(fms_fsdp/policies/mixed_precision.py: bfSixteen, reduce_dtype bfloat16)")
+    if ac:
+        note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
+    name = f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} {gpus}, batch {batch}" \
+        + (", H100" if gpu == "H100" else "")
+    return PublishedStackRun(name, "fms-fsdp", source, gpu, llama2(size), layout, ("shard_group",) if hsdp else (),
+                             tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp",
+                             network_bytes_per_s=_NODE_GBPS[gpu] * 1e9 / 8 / 8)
+
+
+_FEB_ROWS = tuple(_row(size, "A100-80GB", 128, hsdp, ac, batch, tps, _FEB, "README of 2024-02-21")
+                  for size, hsdp, ac, batch, tps in (("7b", True, False, 2, 3760), ("13b", True, False, 1, 1700),
+                                                     ("34b", False, True, 8, 772), ("70b", False, True, 6, 380)))
+_MAR_ROWS = tuple(_row(size, gpu, gpus, hsdp, ac, 2, tps, _MAR, "README of 2024-03-13")
+                  for size, gpu, gpus, hsdp, ac, tps in (
+                      ("34b", "A100-80GB", 128, False, True, 700), ("70b", "A100-80GB", 128, False, True, 370),
+                      ("7b", "H100", 96, True, False, 7500), ("34b", "H100", 96, False, True, 1550),
+                      ("70b", "H100", 96, False, True, 800)))
+FMS_FSDP = _FEB_ROWS + _MAR_ROWS
