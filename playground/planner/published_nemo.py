@@ -18,7 +18,9 @@ row.  It prints model TFLOP/s per GPU in Megatron-Core's count (``megatron_core_
 which the 24.07 table's tokens/s and TFLOP/s pairs confirm to 0.1%), turned back into tokens/s here.
 Transformer Engine 1.5 runs cuDNN's fused attention on H100s, and its context parallelism is the
 ring (``AttnFuncWithCP``, point-to-point K/V passing); the micro-batch, the recompute policy and the
-overlaps are not given.
+overlaps are not given.  The same page's later table, LLAMA3-8B in FP8 on DGX-B200s (NeMo 25.04.rc2, the page
+at 2025-05-08), is left out: in every one of its eight rows TP x PP x DP x CP comes to a quarter of the
+GPUs it lists (8K: TP 1, PP 1, DP 2, CP 1 on 8 GPUs), so which column is off, and the layout, is unknown.
 
 ``NEMO_2409_DGXC`` is NVIDIA's DGX Cloud benchmarking recipes of its v25.01 release on H100s: Llama 3.1
 8B, 70B and 405B and Nemotron-4 15B and 340B (the NeMo 24.09 container), GPT-3 175B (24.05) and the
