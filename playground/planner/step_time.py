@@ -316,6 +316,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     optimizer_t = owned * eff.optimizer_bytes / (eff.hbm * gpu.hbm_bytes_per_s)
 
     step = pipeline_t + dp_exposed + optimizer_t
+    hsdp = layout.zero_stage == 3 and 1 < shard_n < layout.dp * layout.cp   # sharded inside, replicated across
+    if hsdp:
+        replica_name, replica_bw = replica_link(layout, cluster, eff)
     hw_flops = flops_per_step(model, layout)
     model_flops = flops_per_step(model, layout, "none")
     n = layout.gpus
@@ -353,9 +356,12 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "gemm_efficiency": gemm_flops / (gemm_s * gpu.peak_bf16_flops) if gemm_s else 0.0,
         "links": {"tp": tensor_parallel_link(layout, cluster)[0], "dp": dp_link, "pp": pp_link,
                   "cp": context_parallel_link(layout, cluster)[0], "ep": expert_parallel_link(layout, cluster)[0],
-                  **({"expert_dp": edp_link} if model.is_moe else {})},
-        # the rings' line rates: DP's (every NIC its group holds in a node), a MoE's experts' (EP x ETP apart)
-        "ring_bytes_per_s": {"dp": dp_bw, **({"expert_dp": edp_bw} if model.is_moe else {})},
+                  **({"expert_dp": edp_link} if model.is_moe else {}),
+                  **({"shard": shard_name, "replica": replica_name} if hsdp else {})},
+        # the rings' line rates: DP's (every NIC its group holds in a node), a MoE's experts' (EP x ETP apart),
+        # HSDP's shard group's and its replicas' (one GPU of each shard group: a NIC's share each)
+        "ring_bytes_per_s": {"dp": dp_bw, **({"expert_dp": edp_bw} if model.is_moe else {}),
+                             **({"shard": shard_bw, "replica": replica_bw} if hsdp else {})},
         "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp,
         "useful_compute_s": m * slow["compute"],
         "memory": mem,

@@ -120,7 +120,12 @@ def _links_line(r: dict, lay: Layout) -> list[str]:
     dp = lay.dp * lay.cp
     axes = [f"{name} {n} over {links[key]}" for name, n, key in
             (("TP", lay.tp, "tp"), ("CP", lay.cp, "cp"), ("EP", lay.ep, "ep"), ("PP", lay.pp, "pp")) if n > 1]
-    axes += [f"DP {dp} ring bound by {links['dp']} ({rates['dp'] / 1e9:.0f} GB/s)"] if dp > 1 else []
+    if "replica" in links:   # HSDP: gathers inside the shard group, the gradients' all-reduce across its copies
+        g = lay.shard_group
+        axes += [f"FSDP shards of {g} over {links['shard']} ({rates['shard'] / 1e9:.3g} GB/s)",
+                 f"HSDP's {dp // g} replicas ring bound by {links['replica']} ({rates['replica'] / 1e9:.3g} GB/s)"]
+    elif dp > 1:
+        axes += [f"DP {dp} ring bound by {links['dp']} ({rates['dp'] / 1e9:.0f} GB/s)"]
     if "expert_dp" in links and lay.ep > 1 and lay.expert_dp > 1:   # EP x ETP apart: with EP filling a node, one NIC each
         axes.append(f"experts' DP {lay.expert_dp} ring bound by {links['expert_dp']} "
                     f"({rates['expert_dp'] / 1e9:.0f} GB/s)")

@@ -199,6 +199,21 @@ def test_hsdp_gathers_ride_nvlink_when_a_node_holds_the_shard_group():
     assert shard_link(replace(hsdp, shard_group=None), Cluster.of("A100-80GB"))[0] == "network"
 
 
+def test_the_hsdp_report_names_its_shard_groups_link_and_its_replicas_ring(capsys):
+    """An HSDP step's bytes ride two groups: the gathers inside a node's shard group, the gradients'
+    all-reduce across the replicas, one GPU of each node, on that GPU's share of the node's network
+    (fms-fsdp's A100 cluster: 400 Gb/s a node, 6.25 GB/s a GPU)."""
+    hsdp = Layout.today(1, 1, 128, zero_stage=3, shard_group=8, global_batch=256)
+    r = predict(preset("llama3-8b"), Cluster.of("A100-80GB", network_bytes_per_s=6.25e9), hsdp)
+    assert (r["links"]["shard"], r["links"]["replica"]) == ("nvlink", "network")
+    assert r["ring_bytes_per_s"]["replica"] == 6.25e9
+    assert "replica" not in predict(preset("llama3-8b"), H100, Layout.today(1, 1, 16, zero_stage=3))["links"]
+    assert step_time_main(["--model", "llama3-8b", "--gpu", "A100-80GB", "--gpus", "128", "--zero-stage", "3",
+                           "--hsdp", "8", "--network-gbs", "6.25"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("links"))
+    assert line == "links    FSDP shards of 8 over nvlink (300 GB/s); HSDP's 16 replicas ring bound by network (6.25 GB/s)"
+
+
 def test_an_overlapped_collective_costs_what_outlasts_compute_plus_the_sms_nccl_holds():
     gpu = hardware.gpu("H100")
     share = EFFICIENCY.comm_sms / (gpu.sms - EFFICIENCY.comm_sms)
