@@ -10,10 +10,11 @@ H100's 400, so neither is one GPU's.  The 7B HSDP row of that A100 column (3,700
 the first table's (3,760); the network is taken for the first table's rows, which ran on that cluster.
 
 Kept from the 2024-03-13 table: its H100 column's 7B (HSDP, no checkpointing), 34B and 70B (FSDP, full
-checkpointing), and its A100 column's 34B and 70B, all at two sequences a GPU.  Left out: its 13B
-rows, whose "Selective AC" checkpoints a share of the blocks (``selective_checkpointing``) the table
-does not give and ``Layout`` cannot say, and the compiled rows of May 2024 (torch.compile, selective
-checkpointing again).
+checkpointing), and its A100 column's 34B and 70B, all at two sequences a GPU; from the table of
+2024-05-09 (``ed74fd5``, the same column heads), the 7B under torch.compile on both clusters
+(``kernels="fused"``).  Left out: the 13B rows of both tables and the larger compiled ones, whose
+"Selective AC" checkpoints a share of the blocks (``selective_checkpointing``) the tables do not give
+and ``Layout`` cannot say.
 """
 
 from __future__ import annotations
@@ -27,24 +28,26 @@ _REPO = "https://github.com/foundation-model-stack/fms-fsdp/blob/"
 _SHAPES = ("model shapes fms_fsdp/utils/config_utils.py, defaults pretraining/config/training.py (seq_length 4096, "
            "sharding_group_size 8)")
 _FEB = _REPO + "0d319983c4b3b7f7b3b5e2c5e7f746746b6f73a9/README.md (table: 128 A100s); " + _SHAPES
-_MAR = _REPO + "5e522b4/README.md (table: 'A100 80G 128 GPUs with 400Gbps', 'H100 96 GPUs with 800 Gbps'); " + _SHAPES
+_MAY = _REPO + "ed74fd5ddec00e309eac20f478de883464c86526/README.md (table 'numbers are updated with torch.compile', " \
+    "the same column heads); " + _SHAPES
+_MAR = _REPO + "5e522b4c4f8a5f080717e714fee7622414dd6b63/README.md (table: 'A100 80G 128 GPUs with 400Gbps', 'H100 96 GPUs with 800 Gbps'); " + _SHAPES
 # a node's network as the 2024-03-13 table names it, Gb/s one direction; each of its eight GPUs gets an eighth
 _NODE_GBPS = {"A100-80GB": 400, "H100": 800}
 
 
-def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table):
+def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False):
     layout = Layout.today(1, 1, gpus, micro_batch=batch, global_batch=gpus * batch, zero_stage=3,
-                          shard_group=8 if hsdp else None, recompute="full" if ac else "none", kernels="eager",
-                          grad_reduce="bf16")
+                          shard_group=8 if hsdp else None, recompute="full" if ac else "none",
+                          kernels="fused" if compiled else "eager", grad_reduce="bf16")
     note = (f"{table}; sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP "
             "shard group not in the table: sharding_group_size 8 (default, one node); the network the README's "
             f"2024-03-13 table names, {_NODE_GBPS[gpu]} Gb/s a node (NCCL's rings share it over the node's eight "
-            "GPUs); FSDP1 (not FSDP2), SDPA flash attention, no torch.compile; gradients reduced in bf16 "
-            "(fms_fsdp/policies/mixed_precision.py: bfSixteen, reduce_dtype bfloat16)")
+            f"GPUs); FSDP1 (not FSDP2), SDPA flash attention, {'torch.compile' if compiled else 'no torch.compile'}; "
+            "gradients reduced in bf16 (fms_fsdp/policies/mixed_precision.py: bfSixteen, reduce_dtype bfloat16)")
     if ac:
         note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
     name = f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} {gpus}, batch {batch}" \
-        + (", H100" if gpu == "H100" else "")
+        + (", H100" if gpu == "H100" else "") + (", compiled" if compiled else "")
     return PublishedStackRun(name, "fms-fsdp", source, gpu, llama2(size), layout, ("shard_group",) if hsdp else (),
                              tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp",
                              network_bytes_per_s=_NODE_GBPS[gpu] * 1e9 / 8 / 8)
@@ -58,4 +61,6 @@ _MAR_ROWS = tuple(_row(size, gpu, gpus, hsdp, ac, 2, tps, _MAR, "README of 2024-
                       ("34b", "A100-80GB", 128, False, True, 700), ("70b", "A100-80GB", 128, False, True, 370),
                       ("7b", "H100", 96, True, False, 7500), ("34b", "H100", 96, False, True, 1550),
                       ("70b", "H100", 96, False, True, 800)))
-FMS_FSDP = _FEB_ROWS + _MAR_ROWS
+_MAY_ROWS = tuple(_row("7b", gpu, gpus, True, False, 2, tps, _MAY, "README of 2024-05-09", compiled=True)
+                  for gpu, gpus, tps in (("A100-80GB", 128, 4550), ("H100", 96, 9600)))
+FMS_FSDP = _FEB_ROWS + _MAR_ROWS + _MAY_ROWS
