@@ -28,11 +28,13 @@ _REPO = "https://github.com/foundation-model-stack/fms-fsdp/blob/"
 _SHAPES = ("model shapes fms_fsdp/utils/config_utils.py, defaults pretraining/config/training.py (seq_length 4096, "
            "sharding_group_size 8)")
 _FEB = _REPO + "0d319983c4b3b7f7b3b5e2c5e7f746746b6f73a9/README.md (table: 128 A100s); " + _SHAPES
+_MAR = _REPO + "5e522b4c4f8a5f080717e714fee7622414dd6b63/README.md (table: 'A100 80G 128 GPUs with 400Gbps', " \
+    "'H100 96 GPUs with 800 Gbps'); " + _SHAPES
 _MAY = _REPO + "ed74fd5ddec00e309eac20f478de883464c86526/README.md (table 'numbers are updated with torch.compile', " \
     "the same column heads); " + _SHAPES
-_MAR = _REPO + "5e522b4c4f8a5f080717e714fee7622414dd6b63/README.md (table: 'A100 80G 128 GPUs with 400Gbps', 'H100 96 GPUs with 800 Gbps'); " + _SHAPES
-# a node's network as the 2024-03-13 table names it, Gb/s one direction; each of its eight GPUs gets an eighth
+# a node's network as the 2024-03-13 table names it, Gb/s one direction; NCCL's rings share it over the node's GPUs
 _NODE_GBPS = {"A100-80GB": 400, "H100": 800}
+_GPUS_PER_NODE = 8
 
 
 def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False):
@@ -50,7 +52,7 @@ def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False):
         + (", H100" if gpu == "H100" else "") + (", compiled" if compiled else "")
     return PublishedStackRun(name, "fms-fsdp", source, gpu, llama2(size), layout, ("shard_group",) if hsdp else (),
                              tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp",
-                             network_bytes_per_s=_NODE_GBPS[gpu] * 1e9 / 8 / 8)
+                             network_bytes_per_s=_NODE_GBPS[gpu] * 1e9 / 8 / _GPUS_PER_NODE)
 
 
 _FEB_ROWS = tuple(_row(size, "A100-80GB", 128, hsdp, ac, batch, tps, _FEB, "README of 2024-02-21")
