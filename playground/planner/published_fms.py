@@ -6,7 +6,8 @@ with FSDP over all 128 GPUs and every block checkpointed, at the batch each ran.
 network.  The same README's table of 2024-03-13 (``5e522b4``), run with "the exact same scripts and
 configurations", names both clusters in its column heads: "A100 80G 128 GPUs with 400Gbps" and "H100
 96 GPUs with 800 Gbps".  Those rates are read as a node's: an A100's NIC reaches 200 Gb/s and an
-H100's 400, so neither is one GPU's.  The 7B HSDP row of that A100 column (3,700 tokens/s) repeats
+H100's 400, so neither is one GPU's (and the commit's ``scripts/train.sh`` sets NCCL up for AWS's EFA,
+whose A100 nodes, p4d and p4de, carry 400 Gb/s each).  The 7B HSDP row of that A100 column (3,700 tokens/s) repeats
 the first table's (3,760); the network is taken for the first table's rows, which ran on that cluster.
 
 Kept from the 2024-03-13 table: its H100 column's 7B (HSDP, no checkpointing), 34B and 70B (FSDP, full
