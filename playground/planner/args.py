@@ -93,8 +93,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     h.add_argument("--gpus-per-node", metavar="N", help="GPUs joined by NVLink (default: the GPU's node, 8)")
     h.add_argument("--nvlink-gbs", metavar="GB/s", help="NVLink bandwidth per GPU, one direction "
                    "(default: the hardware table's)")
-    h.add_argument("--network-gbs", metavar="GB/s", help="network bandwidth per GPU, one direction "
-                   "(default: the hardware table's, 50 GB/s on H100)")
+    h.add_argument("--network-gbs", metavar="GB/s", help="network bandwidth per GPU, one direction: a node's "
+                   "NICs over its GPUs, so 400 Gb/s a node of 8 is 6.25 (default: the hardware table's, 50 GB/s on "
+                   "H100, eight 400 Gb/s NICs)")
     h.add_argument("--power-limit", metavar="W", help="board power limit each GPU runs under, watts; below the "
                    f"GPU's TDP its tensor cores clock down as (limit / TDP)^{EFFICIENCY.power_exponent:g} (a Hopper's "
                    f"bf16 ones already hold {sustained_rate(hardware.gpu('H100'), EFFICIENCY):.3g} of their benchmark "
