@@ -17,6 +17,8 @@ QUOTED = {
     "ex-throughput-fp8-weight-cache": ("1.24", "5.25", "4.96", "5.5"),
     "ex-throughput-tp-overlap": ("9.66", "0.24", "10.41", "0.99", "11.16", "1.74", "7.7", "13.6"),
     "ex-throughput-ring-crossing": ("200", "450", "400"),
+    "ex-throughput-unstated-network": ("0.26", "0.05", "1.04", "0.18", "1.80", "1.93", "0.22", "0.78", "42.74",
+                                       "43.30"),
     "ex-throughput-expert-dp": ("14.34", "50", "1.64", "1.21", "2.30", "1.59", "0.18", "1.86"),
     "ex-throughput-comm-clock": ("5.84", "6.12", "1.048", "4.24", "4.54", "1.070"),
     "ex-throughput-dropless": ("3.0", "4.7", "9.2", "6.2"),
