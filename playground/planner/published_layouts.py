@@ -52,8 +52,9 @@ paper's TP = GPUs per node); otherwise the Table 1 assumptions.
 BLOOM 176B (BigScience tr11 README and slurm script): TP 4, PP 12, DP 8 on 48 nodes of 8 A100-80GB,
 micro-batch 2, global batch 2048, full recomputation, vocabulary padded to 250,880; the logged
 iteration of the first-epoch checkpoint: 104.70 s, 149.77 TFLOP/s (Eq. 3 with recomputation).
-Ran on Omni-Path (4 x 100 Gb/s per node), not a DGX network; the DP and PP traffic it carries is a
-few per cent of the step, so the DGX A100 row of the hardware table stands in.  A documented outlier since
+Ran on Omni-Path, not a DGX network (BLOOM's model card: "8 GPUs per node Using NVLink 4 inter-gpu connects,
+4 OmniPath links", Omni-Path Architecture at 100 Gb/s a link): charged as such, 6.25 GB/s a GPU; the DP and
+PP traffic it carries is a few per cent of the step either way.  A documented outlier since
 the stages are placed as Megatron-DeepSpeed placed them, see ``outlier``.
 
 MT-NLG 530B (Smith et al. 2022, Sec. 2.4): TP 8, PP 35 on 280, 350 and 420 DGX A100 nodes, batch
@@ -83,10 +84,11 @@ class PublishedLayout:
     note: str = ""
     step_time_s: float | None = None  # the published iteration time, when that is what was published
     outlier: str = ""            # non-empty: why the model is known to miss this row by more than 20%
+    network_bytes_per_s: float | None = None  # the source's network, one direction a GPU (None: the hardware table's)
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster.of(self.gpu)
+        return Cluster.of(self.gpu, network_bytes_per_s=self.network_bytes_per_s)
 
 
 def _gpt(params_b, heads, hidden, layers, tp, pp, gpus, batch, tflops, micro_batch=1, vpp=1):
@@ -167,7 +169,7 @@ NARAYANAN_TABLE2 = tuple(_ptdp("174.6B", _K175, 12, g, 1536, tf) for g, tf in ((
 _BLOOM = Model(70, 14336, 112, vocab=250880, seq_len=2048, position_embeddings=False)  # ALiBi, tied embeddings
 _BLOOM_OUTLIER = ("70 layers on 12 stages: Megatron-DeepSpeed's partition leaves the first and last stages a layer "
                   "short (the tied embedding sits on both), so no stage carries six layers and the logit layer; "
-                  "placed that way (5 + 10 x 6 + 5) the model predicts 1.27x the published throughput, the gap MT-NLG "
+                  "placed that way (5 + 10 x 6 + 5) the model predicts 1.25x the published throughput, about the gap MT-NLG "
                   "shows on the same Megatron-DeepSpeed stack (1.26x against Megatron-LM for one layout): software "
                   "the layout does not describe.  Replayed until 2026 with six layers plus the logits on the last "
                   "stage, a placement BLOOM never ran, it sat inside the band")
@@ -175,7 +177,7 @@ BLOOM = PublishedLayout("BLOOM 176B, 384 GPUs", "bigscience2022tr11", "A100-80GB
                         Layout(4, 12, 8, 2, 2048, recompute="full", zero_stage=1, loss_kernel="megatron"), 149.77,
                         "hardware",
                         "tr11-176B-ml README: iteration 85376, 104.70 s, 149.77 TFLOPs; slurm: TP 4, PP 12, MBS 2", 104.70,
-                        _BLOOM_OUTLIER)
+                        _BLOOM_OUTLIER, network_bytes_per_s=4 * 100e9 / 8 / 8)   # 4 x 100 Gb/s a node of 8
 
 _MTNLG = _gpt_model(105, 20480, 128, vocab=50272)
 _MTNLG_OUTLIER = ("the same model, layout and machine ran 159 TFLOP/s per GPU in Megatron-LM at 2,240 GPUs "
