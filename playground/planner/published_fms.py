@@ -21,7 +21,7 @@ and ``Layout`` cannot say.
 from __future__ import annotations
 
 from playground.planner.layout import Layout
-from playground.planner.published_row import PublishedStackRun, llama2
+from playground.planner.published_row import PublishedStackRun, llama2, node_network
 
 __all__ = ["FMS_FSDP"]
 
@@ -35,7 +35,6 @@ _MAY = _REPO + "ed74fd5ddec00e309eac20f478de883464c86526/README.md (table 'numbe
     "the same column heads); " + _SHAPES
 # a node's network as the 2024-03-13 table names it, Gb/s one direction; NCCL's rings share it over the node's GPUs
 _NODE_GBPS = {"A100-80GB": 400, "H100": 800}
-_GPUS_PER_NODE = 8
 
 
 def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False):
@@ -53,7 +52,7 @@ def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False):
         + (", H100" if gpu == "H100" else "") + (", compiled" if compiled else "")
     return PublishedStackRun(name, "fms-fsdp", source, gpu, llama2(size), layout, ("shard_group",) if hsdp else (),
                              tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp",
-                             network_bytes_per_s=_NODE_GBPS[gpu] * 1e9 / 8 / _GPUS_PER_NODE)
+                             network_bytes_per_s=node_network(_NODE_GBPS[gpu]))
 
 
 _FEB_ROWS = tuple(_row(size, "A100-80GB", 128, hsdp, ac, batch, tps, _FEB, "README of 2024-02-21")

@@ -67,6 +67,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
+from playground.planner.published_row import node_network
 
 __all__ = ["PublishedLayout", "NARAYANAN_TABLE1", "NARAYANAN_TABLE2", "KORTHIKANTI_TABLE5", "KORTHIKANTI_DP8",
            "BLOOM", "MTNLG", "OTHER_LAYOUTS", "ALL_LAYOUTS", "IN_BAND", "OUTLIERS"]
@@ -177,7 +178,7 @@ BLOOM = PublishedLayout("BLOOM 176B, 384 GPUs", "bigscience2022tr11", "A100-80GB
                         Layout(4, 12, 8, 2, 2048, recompute="full", zero_stage=1, loss_kernel="megatron"), 149.77,
                         "hardware",
                         "tr11-176B-ml README: iteration 85376, 104.70 s, 149.77 TFLOPs; slurm: TP 4, PP 12, MBS 2", 104.70,
-                        _BLOOM_OUTLIER, network_bytes_per_s=4 * 100e9 / 8 / 8)   # 4 x 100 Gb/s a node of 8
+                        _BLOOM_OUTLIER, network_bytes_per_s=node_network(4 * 100))   # 4 x 100 Gb/s a node
 
 _MTNLG = _gpt_model(105, 20480, 128, vocab=50272)
 _MTNLG_OUTLIER = ("the same model, layout and machine ran 159 TFLOP/s per GPU in Megatron-LM at 2,240 GPUs "

@@ -11,7 +11,7 @@ from dataclasses import replace
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 from playground.planner.presets import preset
 
-__all__ = ["PublishedStackRun", "published_metric", "published_step_time", "llama2", "llama31", "TE_ATTENTION",
+__all__ = ["PublishedStackRun", "published_metric", "node_network", "published_step_time", "llama2", "llama31", "TE_ATTENTION",
            "MEGATRON_MOE_HOST"]
 
 
@@ -48,6 +48,12 @@ class PublishedStackRun:
     @property
     def cluster(self) -> Cluster:
         return Cluster.of(self.gpu, power_limit_w=self.power_limit_w, network_bytes_per_s=self.network_bytes_per_s)
+
+
+def node_network(gbits_per_s: float, gpus_per_node: int = 8) -> float:
+    """A node's network as sources state it (Gb/s, one direction, all its NICs) as the bytes/s each of
+    its GPUs gets: what ``Cluster.network_bytes_per_s`` holds."""
+    return gbits_per_s * 1e9 / 8 / gpus_per_node
 
 
 def published_metric(row: PublishedStackRun, prediction: dict) -> tuple[str, float, float, float]:

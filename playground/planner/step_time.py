@@ -282,9 +282,11 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
 
     # data parallelism: gradients of what each GPU holds (dense over DP x CP, experts over DP x CP / EP)
     expert_dp = layout.expert_dp
+    hsdp = False                 # sharded inside a group, replicated across the groups
     if layout.zero_stage == 3:   # reduce-scattered layer by layer above; HSDP adds the replica all-reduce
         replicas = layout.dp * layout.cp // shard_n
         replica_name, replica_bw = replica_link(layout, cluster, eff)
+        hsdp = replicas > 1
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes / shard_n, replicas,
                               replica_bw, eff, replica_name) \
             if replicas > 1 else 0.0
@@ -316,9 +318,6 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     optimizer_t = owned * eff.optimizer_bytes / (eff.hbm * gpu.hbm_bytes_per_s)
 
     step = pipeline_t + dp_exposed + optimizer_t
-    hsdp = layout.zero_stage == 3 and 1 < shard_n < layout.dp * layout.cp   # sharded inside, replicated across
-    if hsdp:
-        replica_name, replica_bw = replica_link(layout, cluster, eff)
     hw_flops = flops_per_step(model, layout)
     model_flops = flops_per_step(model, layout, "none")
     n = layout.gpus
