@@ -235,8 +235,9 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     else:
         if shape_source == "inferred" or active_params is not None:
             model_flops = 6 * N_active * tokens
-            total_flops = model_flops * (8 / 6 if layout.recompute == "full" else 1)
-            flops_method = "6ND" if layout.recompute != "full" else "8ND"
+            per_token = 6 + 2 * layout.recomputed_share       # a recomputed forward adds 2 N a token
+            total_flops = model_flops * per_token / 6
+            flops_method = f"{per_token:.3g}ND"
         else:
             unit = replace(layout, global_batch=1)
             model_flops = flops_per_step(m, unit, "none") / m.seq_len * tokens

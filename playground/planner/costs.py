@@ -212,8 +212,8 @@ def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
         return 0.0
     local = model.experts / layout.ep
     kernels = MOE_LAYER_KERNELS + (MOE_EXPERT_KERNELS * local if layout.moe_launch == "per_expert" else 0)
-    again = layout.recompute == "full" or "moe" in layout.selective_modules
-    return kernels * (4 / 3 if again else 1) * eff.host_kernel_s   # the forward is about a third of them
+    again = 1.0 if "moe" in layout.selective_modules else layout.recomputed_share
+    return kernels * (1 + again / 3) * eff.host_kernel_s   # the forward is about a third of them
 
 
 def permutation_bytes(model: Model, tokens: float, tp: int, layout: Layout | None = None) -> float:
@@ -324,9 +324,10 @@ def _layer_flops(model: Model, moe: bool) -> tuple[float, float]:
 def flops_per_step(model: Model, layout: Layout, recompute: str | None = None) -> float:
     """FLOPs of one step summed over GPUs, counted from ``layer_gemms`` (for a GPT with a 4h MLP
     this is Megatron's Eq. 3).  ``recompute`` defaults to the layout's (hardware FLOPs); pass
-    "none" for model FLOPs."""
+    "none" for model FLOPs.  Full recomputation runs the forward again in ``layout.recompute_share``
+    of the blocks."""
     recompute = layout.recompute if recompute is None else recompute
-    passes = {"none": 3, "selective": 3, "op": 3, "full": 4}[recompute]
+    passes = 3 + (layout.recompute_share if recompute == "full" else 0)
     total = 0.0
     for moe, count in ((False, model.layers - model.moe_layers), (True, model.moe_layers)):
         if count:

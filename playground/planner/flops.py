@@ -9,29 +9,33 @@ from __future__ import annotations
 __all__ = ["flops_per_token", "megatron_flops_per_iteration", "megatron_core_flops_per_token"]
 
 
-def flops_per_token(active_params: float, recompute: str = "none") -> float:
-    """6 N (2 forward + 4 backward per parameter); 8 N when full recomputation re-runs the forward.
+def flops_per_token(active_params: float, recompute: str = "none", recompute_share: float = 1.0) -> float:
+    """6 N (2 forward + 4 backward per parameter); 8 N when full recomputation re-runs the forward,
+    (6 + 2 r) N when it re-runs it in a share r of the blocks.
 
     Selective recomputation re-runs only the attention core, a few percent more; without the
     architecture it is counted as 6 N (``megatron_flops_per_iteration`` counts it exactly).
     """
-    return (8 if recompute == "full" else 6) * active_params
+    return (6 + 2 * (recompute_share if recompute == "full" else 0)) * active_params
 
 
 def megatron_flops_per_iteration(batch: float, seq_len: int, layers: int, hidden: int, vocab: int,
-                                 recompute: str = "full") -> float:
+                                 recompute: str = "full", recompute_share: float = 1.0) -> float:
     """FLOPs of one iteration of a GPT with ``batch`` sequences (Narayanan et al. 2021, Eq. 3).
 
     Per layer the forward does 24 B s h^2 (projections, 4h MLP) + 4 B s^2 h (scores and
     scores x V); the logit layer 2 B s h V; backward is twice the forward.  Full recomputation
     runs the layers' forward once more: 96 B s l h^2 (1 + s/6h + V/16lh).  Without it:
-    72 B s l h^2 (1 + s/6h + V/12lh).  Selective recomputation (Korthikanti et al. 2022) re-runs
-    only the attention core: + 4 B s^2 h per layer.
+    72 B s l h^2 (1 + s/6h + V/12lh).  Full recomputation of a share r of the blocks adds r of the
+    layers' forward, 24 r B s l h^2 (1 + s/6h).  Selective recomputation (Korthikanti et al. 2022)
+    re-runs only the attention core: + 4 B s^2 h per layer.
     """
     B, s, l, h, V = batch, seq_len, layers, hidden, vocab
-    if recompute == "full":
+    if recompute == "full" and recompute_share == 1:
         return 96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h))
     base = 72 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (12 * l * h))
+    if recompute == "full":
+        return base + recompute_share * 24 * B * s * l * h ** 2 * (1 + s / (6 * h))
     return base + (4 * B * s ** 2 * h * l if recompute == "selective" else 0)
 
 

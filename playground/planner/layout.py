@@ -75,6 +75,9 @@ class Layout:
     recompute: str = "full"          # none | selective | op | full
     recompute_modules: tuple = ()    # with selective: Megatron-Core's --recompute-modules (RECOMPUTE_MODULES);
                                      # () is its default, ("core_attn",); ignored by the other policies
+    recompute_share: float = 1.0     # with full: the share of the blocks recomputed whole, spread evenly (fms-fsdp's
+                                     # selective_checkpointing p; Megatron's --recompute-method block with
+                                     # --recompute-num-layers N: N over a chunk's layers); the others keep everything
     sequence_parallel: bool = False
     flash_attention: bool = False
     attention_kernel: str = "fa3"    # fused attention on Hopper+: fa3 (FlashAttention-3), cudnn (Transformer Engine's,
@@ -162,6 +165,12 @@ class Layout:
         return (self.recompute_modules or ("core_attn",)) if self.recompute == "selective" else ()
 
     @property
+    def recomputed_share(self) -> float:
+        """The share of the blocks whose whole forward runs again in backward: ``recompute_share``
+        under ``recompute="full"``, none under the other policies (they recompute parts of every block)."""
+        return self.recompute_share if self.recompute == "full" else 0.0
+
+    @property
     def expert_tp_degree(self) -> int:
         return self.expert_tp or self.tp
 
@@ -214,7 +223,8 @@ class Layout:
                                          (self.cp > 1 and self.cp_method != "ring", f"{self.cp_method} CP"))
                  if on]
         recompute = self.recompute + (f" ({' '.join(self.recompute_modules)})"
-                                      if self.recompute_modules and self.recompute == "selective" else "")
+                                      if self.recompute_modules and self.recompute == "selective" else "") \
+            + (f" ({self.recompute_share:.0%} of blocks)" if self.recompute == "full" and self.recompute_share < 1 else "")
         return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {recompute}" \
             + "".join(f", {label}" for label in stack)
 
@@ -311,6 +321,13 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.recompute not in RECOMPUTE:
         raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {layout.recompute!r}")
     _check_modules(model, layout)
+    share = layout.recompute_share
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise PlanError(f"recompute share is the share of blocks recomputed, in (0, 1]; got {share!r} "
+                        "(no block at all is recompute none)")
+    if share < 1 and layout.recompute != "full":
+        raise PlanError(f"a recompute share below 1 chooses which blocks full recomputation runs again; it does "
+                        f"not go with recompute {layout.recompute}")
     if layout.zero_stage not in (0, 1, 2, 3) or isinstance(layout.zero_stage, bool):
         raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
     if layout.dtype not in DTYPES:

@@ -42,6 +42,11 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "selective is Megatron's (the attention core again), op torchtitan's per-op checkpointing "
                      "(every other matmul and the element-wise ops again) (default: none; the search tries none, "
                      "selective, op, then full)")
+    lay.add_argument("--recompute-share", metavar="F", help="with full recomputation, the share of the blocks "
+                     "recomputed, evenly spread, the rest keeping all their activations: a number in (0, 1] or a "
+                     "fraction such as 1/3 (fms-fsdp's selective_checkpointing; Megatron's --recompute-method block "
+                     "--recompute-num-layers N is N over a stage's layers); implies --recompute full (default: 1, "
+                     "every block)")
     lay.add_argument("--cp-method", choices=("ring", "allgather", "ulysses"), help="how context parallelism "
                      "shares K and V: ring (blocks passed around the CP ring behind block attention: ring attention, "
                      "Megatron-Core's p2p), allgather (the sequence's K/V gathered before attention, exposed: "
@@ -153,12 +158,31 @@ def layout_knobs(opts) -> dict:
         knobs["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
         if not knobs["recompute_modules"]:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
+    share = getattr(opts, "recompute_share", None)
+    if share is not None:
+        if opts.recompute not in (None, "full"):
+            raise PlanError(f"--recompute-share chooses which blocks full recomputation runs again; it does not go "
+                            f"with --recompute {opts.recompute}")
+        knobs["recompute"], knobs["recompute_share"] = "full", _share(share)
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}
+
+
+def _share(text: str) -> float:
+    """``--recompute-share``: a number in (0, 1] or a fraction a/b."""
+    top, _, bottom = text.partition("/")
+    try:
+        value = float(top) / (float(bottom) if bottom else 1.0)
+    except (ValueError, ZeroDivisionError):
+        raise PlanError(f"--recompute-share must be a number in (0, 1] or a fraction such as 1/3, got {text!r}") \
+            from None
+    if not 0 < value <= 1:   # NaN fails this too
+        raise PlanError(f"--recompute-share must be in (0, 1] (no block at all is --recompute none), got {text!r}")
+    return value
 
 
 def unstated_from_args(opts) -> tuple[str, ...]:

@@ -203,6 +203,9 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
     tries = []
     for rc in RECOMPUTE[RECOMPUTE.index(layout.recompute) + 1:]:
         tries.append((f"--recompute {rc}", replace(layout, recompute=rc)))
+    for share, text in ((0.25, "1/4"), (0.5, "1/2"), (0.75, "3/4")):   # the fewest blocks recomputed whole that fit
+        if share > layout.recomputed_share:
+            tries.append((f"--recompute-share {text}", replace(layout, recompute="full", recompute_share=share)))
     for z in range(layout.zero_stage + 1, 4):
         if layout.dp * layout.cp > 1:
             tries.append((f"--zero-stage {z}", replace(layout, zero_stage=z, shard_group=None)))

@@ -9,15 +9,28 @@ from __future__ import annotations
 
 from playground.planner.errors import PlanError
 
-__all__ = ["measure_training_flops", "measure_layer_activation_bytes"]
+__all__ = ["measure_training_flops", "measure_layer_activation_bytes", "checkpointed_blocks"]
 
 
-def measure_training_flops(cfg, batch_size: int, recompute: str = "none") -> int:
+def checkpointed_blocks(blocks: int, share: float) -> list[int]:
+    """Which of ``blocks`` blocks a share of full recomputation checkpoints: evenly spaced, the first
+    half a spacing in, as fms-fsdp's ``apply_fsdp_checkpointing`` picks them (share 1/2: every other
+    block from the first; 1/3: the second of every three)."""
+    chosen, cut = [], 0.5
+    for i in range(blocks):
+        if (i + 1) * share >= cut:
+            chosen.append(i)
+            cut += 1
+    return chosen
+
+
+def measure_training_flops(cfg, batch_size: int, recompute: str = "none", recompute_share: float = 1.0) -> int:
     """FLOPs of one forward + backward of the course's ``TinyGPT``, counted by PyTorch.
 
     ``torch.utils.flop_counter`` counts matrix multiplies; attention runs on the plain (math)
     kernel so its two matmuls are visible, and ``recompute="full"`` checkpoints every block
-    with early stopping off, so the whole forward really is re-run as Megatron's formula assumes.
+    (the ``checkpointed_blocks`` of ``recompute_share``, when given) with early stopping off, so
+    the whole forward really is re-run as Megatron's formula assumes.
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils import checkpoint
@@ -28,11 +41,13 @@ def measure_training_flops(cfg, batch_size: int, recompute: str = "none") -> int
         raise PlanError(f"recompute must be 'none' or 'full' here, got {recompute!r}")
     model = build_model(cfg)
     inputs, _ = synthetic_batch(cfg, batch_size, step=0)
+    blocks = model.layers[1:-1]
+    again = set(checkpointed_blocks(len(blocks), recompute_share)) if recompute == "full" else set()
     with sdpa_kernel(SDPBackend.MATH), checkpoint.set_checkpoint_early_stop(False), \
             FlopCounterMode(display=False) as counter:
         x = model.layers[0](inputs)
-        for block in model.layers[1:-1]:
-            x = checkpoint.checkpoint(block, x, use_reentrant=False) if recompute == "full" else block(x)
+        for i, block in enumerate(blocks):
+            x = checkpoint.checkpoint(block, x, use_reentrant=False) if i in again else block(x)
         model.layers[-1](x).float().sum().backward()
     return int(counter.get_total_flops())
 

@@ -13,7 +13,8 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
   (2022) count generalised to grouped-query and latent attention, gated MLPs and experts, with or
   without dropout, flash attention (no s^2 scores), sequence parallelism (everything split over
   TP) and context parallelism (the sequence split over CP); full recomputation keeps only each
-  layer's input, plus one layer's activations while it is recomputed; Megatron-Core's selective
+  layer's input, plus one layer's activations while it is recomputed (in ``Layout.recompute_share``
+  of the layers: the rest keep everything, counted as an average layer); Megatron-Core's selective
   modules (``Layout.recompute_modules``) keep none of what they recompute.
 * **In flight**: 1F1B's stage i holds min(p - i, m) micro-batches; the interleaved schedule adds
   (p - 1) / (p v) of that (Korthikanti et al. Sec. 4.2.3).
@@ -149,8 +150,11 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
     # bytes an element, 2 more than a bf16 stream's (what a norm keeps for backward depends on the norm:
     # fp32 for PyTorch's LayerNorm under autocast, bf16 for MPT's low-precision one; bf16 taken)
     stream = (4 - BYTES) * model.hidden * tokens / (t if layout.sequence_parallel else 1) if layout.fp32_stream else 0.0
-    if layout.recompute == "full":
-        return BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1) + stream
+    if layout.recompute == "full":   # a recomputed block keeps its input; the others (an average layer) all
+        kept = BYTES * model.hidden * tokens / (t if layout.sequence_parallel else 1) + stream
+        share = layout.recompute_share
+        return kept if share == 1 else \
+            share * kept + (1 - share) * layer_activation_bytes(model, replace(layout, recompute="none", recompute_share=1.0), moe)
     if layout.recompute == "op":  # the layer input, every other matmul's output, the attention output
         kept = sum(c * M * N for _, c, M, N, _k in
                    block_matmuls(model, layout.micro_batch, t, c, layout.ep, moe, layout.expert_tp_degree)[::2])
@@ -222,7 +226,7 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     act_moe = layer_activation_bytes(model, layout, moe=True) if model.is_moe else act_dense
     full_layer = max(act_dense, act_moe)
     if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
-        full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none"), moe)
+        full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none", recompute_share=1.0), moe)
                          for moe in ((False, True) if model.is_moe else (False,)))
     best, first_layer = None, 0
     for i, layers in enumerate(stages):

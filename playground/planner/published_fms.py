@@ -13,9 +13,18 @@ the first table's (3,760); the network is taken for the first table's rows, whic
 Kept from the 2024-03-13 table: its H100 column's 7B (HSDP, no checkpointing), 34B and 70B (FSDP, full
 checkpointing), and its A100 column's 34B and 70B, all at two sequences a GPU; from the table of
 2024-05-09 (``ed74fd5``, the same column heads), the 7B under torch.compile on both clusters
-(``kernels="fused"``).  Left out: the 13B rows of both tables and the larger compiled ones, whose
-"Selective AC" checkpoints a share of the blocks (``selective_checkpointing``) the tables do not give
-and ``Layout`` cannot say.
+(``kernels="fused"``).
+
+"Selective AC" (the 13B of 2024-03-13; the compiled 13B, 34B and 70B) checkpoints a share p of the
+blocks, evenly spread (``selective_checkpointing``; ``Layout.recompute_share``), that neither table
+states.  Each table prints its runs' MFU (6 N + 12 l h s a token) beside their HFU (PyTorch's FLOP
+counter: what ran, the recomputed forwards included); a recomputed forward adds a third of the
+model's FLOPs, so HFU / MFU = 1 + p / 3 and each row takes p = 3 (HFU / MFU - 1) from its own
+column, at most 1.  The ratio reads the runs' own counters: the first table's 7B (no checkpointing)
+shows 0.57 and 0.57, its 34B and 70B (every block) 1.36 and 1.34, where 1 + 1/3 is expected.  The
+two-digit MFUs leave p uncertain by about +-0.1 (more on the H100s' smaller ones), and the
+compiled table's H100 column reads lower shares than its A100 column for the same scripts, so p is
+also left unstated: the reported range spans every share.
 """
 
 from __future__ import annotations
@@ -37,20 +46,33 @@ _MAY = _REPO + "ed74fd5ddec00e309eac20f478de883464c86526/README.md (table 'numbe
 _NODE_GBPS = {"A100-80GB": 400, "H100": 800}
 
 
-def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False):
+def share_from_counters(mfu: float, hfu: float) -> float:
+    """The share of the blocks a run recomputed whole, read from its published MFU and HFU:
+    HFU / MFU = 1 + p / 3 (a recomputed forward is a third of the model's FLOPs), p at most 1."""
+    return min(1.0, 3 * (hfu / mfu - 1))
+
+
+def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False, counters=None):
+    share = share_from_counters(*counters) if counters else 1.0
     layout = Layout.today(1, 1, gpus, micro_batch=batch, global_batch=gpus * batch, zero_stage=3,
                           shard_group=8 if hsdp else None, recompute="full" if ac else "none",
-                          kernels="fused" if compiled else "eager", grad_reduce="bf16")
+                          recompute_share=share, kernels="fused" if compiled else "eager", grad_reduce="bf16")
     note = (f"{table}; sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP "
             "shard group not in the table: sharding_group_size 8 (default, one node); the network the README's "
             f"2024-03-13 table names, {_NODE_GBPS[gpu]} Gb/s a node (NCCL's rings share it over the node's eight "
             f"GPUs); FSDP1 (not FSDP2), SDPA flash attention, {'torch.compile' if compiled else 'no torch.compile'}; "
             "gradients reduced in bf16 (fms_fsdp/policies/mixed_precision.py: bfSixteen, reduce_dtype bfloat16)")
-    if ac:
+    if counters:
+        note += (f"; 'Selective AC': a share of the blocks checkpointed that the table does not give, read from its "
+                 f"MFU {counters[0]:.2f} and HFU {counters[1]:.2f} as 3 (HFU / MFU - 1) = {share:.2f}; the range "
+                 "spans every share")
+    elif ac:
         note += "; activation checkpointing True with selective_checkpointing 1 (every block): full recompute"
     name = f"Llama 2 {size.upper()}, {'HSDP' if hsdp else 'FSDP'} {gpus}, batch {batch}" \
-        + (", H100" if gpu == "H100" else "") + (", compiled" if compiled else "")
-    return PublishedStackRun(name, "fms-fsdp", source, gpu, llama2(size), layout, ("shard_group",) if hsdp else (),
+        + (", H100" if gpu == "H100" else "") + (", compiled" if compiled else "") \
+        + (f", {share:.0%} of blocks recomputed" if counters else "")
+    unstated = (("shard_group",) if hsdp else ()) + (("recompute_share",) if counters else ())
+    return PublishedStackRun(name, "fms-fsdp", source, gpu, llama2(size), layout, unstated,
                              tokens_per_s_per_gpu=tps, note=note, cite="ibm2024fmsfsdp",
                              network_bytes_per_s=node_network(_NODE_GBPS[gpu]))
 
@@ -63,6 +85,16 @@ _MAR_ROWS = tuple(_row(size, gpu, gpus, hsdp, ac, 2, tps, _MAR, "README of 2024-
                       ("34b", "A100-80GB", 128, False, True, 700), ("70b", "A100-80GB", 128, False, True, 370),
                       ("7b", "H100", 96, True, False, 7500), ("34b", "H100", 96, False, True, 1550),
                       ("70b", "H100", 96, False, True, 800)))
+# the 13B's "Selective AC", with each column's (MFU, HFU)
+_MAR_SELECTIVE = tuple(_row("13b", gpu, gpus, False, True, 2, tps, _MAR, "README of 2024-03-13", counters=counters)
+                       for gpu, gpus, tps, counters in (("A100-80GB", 128, 1800, (0.51, 0.59)),
+                                                        ("H100", 96, 3800, (0.35, 0.40))))
 _MAY_ROWS = tuple(_row("7b", gpu, gpus, True, False, 2, tps, _MAY, "README of 2024-05-09", compiled=True)
                   for gpu, gpus, tps in (("A100-80GB", 128, 4550), ("H100", 96, 9600)))
-FMS_FSDP = _FEB_ROWS + _MAR_ROWS + _MAY_ROWS
+_MAY_SELECTIVE = tuple(_row(size, gpu, gpus, False, True, 2, tps, _MAY, "README of 2024-05-09", compiled=True,
+                            counters=counters)
+                       for size, gpu, gpus, tps, counters in (
+                           ("13b", "A100-80GB", 128, 2150, (0.61, 0.69)), ("13b", "H100", 96, 4850, (0.43, 0.46)),
+                           ("34b", "A100-80GB", 128, 820, (0.55, 0.74)), ("34b", "H100", 96, 1830, (0.38, 0.49)),
+                           ("70b", "A100-80GB", 128, 410, (0.55, 0.74)), ("70b", "H100", 96, 890, (0.38, 0.47))))
+FMS_FSDP = _FEB_ROWS + _MAR_ROWS + _MAR_SELECTIVE + _MAY_ROWS + _MAY_SELECTIVE

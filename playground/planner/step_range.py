@@ -42,6 +42,7 @@ __all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range",
 SETTINGS = {
     "vpp": None,                       # every v the layer count allows (computed)
     "recompute": ("none", "selective", "op", "full"),
+    "recompute_share": (0.25, 0.5, 0.75, 1.0),   # with full: the share of the blocks recomputed
     "micro_batch": None,               # powers of two that divide the batch per replica (computed)
     "overlap_grad_reduce": (False, True),
     "sequence_parallel": (False, True),

@@ -152,7 +152,7 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     T = layout.micro_batch * model.seq_len / c
     fwd = layer_forward(model, layout, gpu, eff, moe, local)
     f = fwd["gemm"] + fwd["elementwise"] + fwd["ring_merge"]
-    rc = 1.0 if layout.recompute == "full" else 0.0
+    rc = layout.recomputed_share          # full recomputation: in that share of the blocks (an average layer)
     if layout.recompute == "selective":   # Megatron's: the attention core again, or the modules given
         recompute = module_recompute_time(model, layout, gpu, eff, moe, local, fwd)
     elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
@@ -179,7 +179,7 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
         # DeepEP dispatches in FP8 when the GEMMs are (the forward's and recomputed forward's dispatch)
         fp8 = layout.ep_dispatch == "deepep" and layout.dtype == "fp8"
         first = dispatch_time(model, layout, cluster, tokens, eff, element_bytes=1) if fp8 else one
-        again = rc or "moe" in layout.selective_modules    # the recomputed forward dispatches again
+        again = 1.0 if "moe" in layout.selective_modules else rc   # the recomputed forward dispatches again
         ep = (1 + again) * (first + one) + 2 * one
     # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the
     # attention core twice -- a fused kernel's 2.5 times, for it recomputes the scores (5 matmuls to

@@ -10,6 +10,7 @@ import torch
 
 from playground import planner as cp
 from playground.planner import measure_layer_activation_bytes, measure_training_flops
+from playground.planner.measure import checkpointed_blocks
 from playground import hardware
 from playground.memory import model_state_bytes as measured_state_bytes
 from playground.model import ModelConfig, build_model
@@ -103,6 +104,20 @@ def test_megatron_flops_equal_pytorch_flop_counter(cfg, batch):
 
 
 @pytest.mark.parametrize("cfg,batch", CFGS)
+def test_recomputing_a_share_of_the_blocks_adds_that_share_of_their_forward(cfg, batch):
+    """fms-fsdp's selective checkpointing (every other block at 1/2) under PyTorch's FLOP counter: the
+    executed FLOPs are Megatron's with the forward of the checkpointed blocks' share run again."""
+    for share in (1 / 3, 1 / 2, 2 / 3):
+        chosen = checkpointed_blocks(cfg.n_layers, share)
+        measured = measure_training_flops(cfg, batch, "full", share)
+        predicted = cp.megatron_flops_per_iteration(batch, cfg.seq_len, cfg.n_layers, cfg.d_model, cfg.vocab,
+                                                    "full", recompute_share=len(chosen) / cfg.n_layers)
+        assert measured == pytest.approx(predicted, rel=1e-12)
+    assert checkpointed_blocks(6, 1 / 2) == [0, 2, 4] and checkpointed_blocks(6, 1 / 3) == [1, 4]
+    assert checkpointed_blocks(6, 2 / 3) == [0, 2, 3, 5] and checkpointed_blocks(6, 1) == list(range(6))
+
+
+@pytest.mark.parametrize("cfg,batch", CFGS)
 def test_activation_bytes_per_layer_match_saved_tensors(cfg, batch):
     measured = measure_layer_activation_bytes(cfg, batch)
     predicted = cp.activation_bytes_per_layer(cfg.seq_len, batch, cfg.d_model, cfg.n_heads,
@@ -178,7 +193,7 @@ def test_inferred_shape_is_todays_and_keeps_the_parameter_count():
 
 def test_fantasy_plans_are_flagged():
     warn = lambda **kw: " | ".join(cp.plan(**kw)["warnings"])  # noqa: E731
-    assert "the most any of the 60 published bf16 runs on Hopper GPUs" in \
+    assert "the most any of the 64 published bf16 runs on Hopper GPUs" in \
         warn(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
     assert "the highest published for a run of 10,000+ GPUs" in warn(params=7e11, tokens=1e13, gpus=16384, mfu=0.6)
     assert "tokens per parameter" in warn(params=70e9, tokens=100e9, gpus=64, mfu=0.4)

@@ -209,3 +209,22 @@ def test_fp8_activation_caching_halves_what_the_linear_layers_read_and_deepseek_
     assert not memory_per_gpu(preset("deepseek-v3"), replace(deepseek, fp8_activations=False), "H800")["fits"]
     with pytest.raises(PlanError, match="needs --dtype fp8"):
         memory_per_gpu(LLAMA8, Layout.today(fp8_activations=True))
+
+
+def test_recomputing_a_share_of_the_blocks_keeps_that_share_of_inputs_and_the_rest_whole():
+    """fms-fsdp's selective checkpointing, Megatron's --recompute-num-layers: a share r of the layers keep
+    their input alone, the others everything, r x full + (1 - r) x none a layer on average; the step and
+    its FLOPs grow by r of a forward."""
+    from playground.planner.costs import flops_per_step
+    full = Layout.today(2, recompute="full")
+    none = replace(full, recompute="none")
+    keep = lambda lay: layer_activation_bytes(LLAMA8, lay)  # noqa: E731
+    for r in (0.25, 0.5, 0.75):
+        lay = replace(full, recompute_share=r)
+        assert keep(lay) == pytest.approx(r * keep(full) + (1 - r) * keep(none))
+        assert flops_per_step(LLAMA8, lay) == pytest.approx(r * flops_per_step(LLAMA8, full)
+                                                            + (1 - r) * flops_per_step(LLAMA8, none))
+    with pytest.raises(PlanError, match="does not go with recompute selective"):
+        memory_per_gpu(LLAMA8, Layout.today(recompute="selective", recompute_share=0.5))
+    with pytest.raises(PlanError, match=r"in \(0, 1\]"):
+        memory_per_gpu(LLAMA8, Layout.today(recompute="full", recompute_share=0))

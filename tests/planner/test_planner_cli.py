@@ -156,6 +156,9 @@ BAD = [
     ([*BASE, "--gpus", "8", "--recompute-modules", "attn"], "unknown recompute module 'attn'"),
     ([*BASE, "--gpus", "8", "--recompute-modules", "moe_act"], "recompute module moe_act needs a model with experts"),
     ([*BASE, "--gpus", "8", "--recompute", "full", "--recompute-modules", "layernorm"], "does not go with --recompute full"),
+    ([*BASE, "--gpus", "8", "--recompute-share", "3/2"], "--recompute-share must be in (0, 1]"),
+    ([*BASE, "--gpus", "8", "--recompute-share", "half"], "--recompute-share must be a number in (0, 1]"),
+    ([*BASE, "--gpus", "8", "--recompute", "op", "--recompute-share", "0.5"], "does not go with --recompute op"),
     ([*BASE, "--frobnicate"], "unrecognized arguments"),
     (["--params", "7B", "--compute", "1e23"], "not both"),
     (["--params", "7B"], "give --tokens"),
@@ -260,3 +263,26 @@ def test_the_stack_flags_name_what_a_plan_prices():
                  "--loss-kernel megatron": "megatron loss kernel"}.get(" ".join(extra))
         assert label is None or label in report
     assert all(steps[k] > steps[""] for k in steps if k)
+
+
+def test_a_recompute_share_reaches_the_plan_between_none_and_every_block():
+    """--recompute-share 1/2 implies --recompute full over every other block: the report says so, and the
+    step, the memory and the executed FLOPs a token land between recomputing nothing and every block."""
+    base = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tp", "1", "--global-batch", "64"]
+    run = {name: predict_from_args(planner_parser().parse_args(base + extra)) for name, extra in (
+        ("none", ["--recompute", "none"]), ("half", ["--recompute-share", "1/2"]), ("full", ["--recompute", "full"]))}
+    assert "recompute full (50% of blocks)" in step_time_report(run["half"])
+    for key in ("step_time_s", "flops_per_step"):
+        assert run["none"][key] < run["half"][key] < run["full"][key], key
+    memory = {k: v["memory"]["total"] for k, v in run.items()}
+    assert memory["full"] < memory["half"] < memory["none"]
+
+
+def test_a_layout_that_fits_with_half_its_blocks_recomputed_is_told_so():
+    """Llama 3 8B, FSDP over 8 H100s, two 8K sequences a micro-batch, nothing recomputed: 96 GiB.  Recomputing
+    every other block is the smallest share of the --recompute-share ladder (1/4, 1/2, 3/4) that fits."""
+    report = step_time_report(predict_from_args(planner_parser().parse_args(
+        ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--global-batch", "64", "--zero-stage", "3",
+         "--micro-batch-size", "2"])))
+    advice = [line for line in report.splitlines() if line.startswith("would fit --recompute-share")]
+    assert advice == ["would fit --recompute-share 1/2: 66.3 GiB"]

@@ -59,6 +59,19 @@ def test_fms_fsdps_rows_ride_the_network_its_readme_names():
     assert own["links"]["replica"] == "network" and own["ring_bytes_per_s"]["replica"] == 6.25e9
 
 
+def test_fms_fsdps_selective_ac_share_is_read_from_its_counters_as_its_stated_rows_read():
+    """HFU / MFU = 1 + p / 3.  On the rows whose checkpointing the README states the reading holds: the
+    no-AC 7B (0.57, 0.57) reads p = 0, the full-AC 34B and 70B (0.47, 0.64; 0.50, 0.67) about 1.  The
+    "Selective AC" rows take their p that way, and leave it unstated for the range."""
+    from playground.planner.published_fms import share_from_counters
+    assert share_from_counters(0.57, 0.57) == 0
+    assert share_from_counters(0.47, 0.64) == share_from_counters(0.50, 0.67) == 1    # 1.09 and 1.02, at most 1
+    assert share_from_counters(0.51, 0.59) == pytest.approx(0.47, abs=0.005)            # the 13B's "Selective AC"
+    selective = [r for r in FMS_FSDP if "of blocks recomputed" in r.name]
+    assert len(selective) == 8 and all("recompute_share" in r.unstated for r in selective)
+    assert {round(r.layout.recompute_share, 2) for r in selective if r.model.layers == 40} == {0.47, 0.43, 0.39, 0.21}
+
+
 @pytest.mark.parametrize("row", STACK_RUNS, ids=lambda r: r.name)
 def test_each_row_states_its_source_and_what_it_leaves_unstated(row: PublishedStackRun):
     assert "github.com" in row.source or "arXiv" in row.source
@@ -86,15 +99,16 @@ def test_layouts_fit_the_memory_model_or_say_why_not(compared):
 
 
 def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(compared):
-    """Eleven published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, DeepSeek-V3 on 256
+    """Twelve published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, DeepSeek-V3 on 256
     B200s with no recompute stated, dropless (25.11) and token-drop (25.09), Qwen3-30B-A3B at a
     micro-batch of 4 on 8 B200s, and three of llm-foundry's MPT runs, each at the largest micro-batch
-    its table found to fit, its checkpointed layers' inputs kept on autocast's fp32 stream) count past the
-    usable memory but inside the GPU's: each ran, so the planner says they fit, only tightly."""
+    its table found to fit, its checkpointed layers' inputs kept on autocast's fp32 stream, and fms-fsdp's
+    compiled 70B on H100s, 71% of its blocks recomputed as its counters read) count past the usable memory
+    but inside the GPU's: each ran, so the planner says they fit, only tightly."""
     from playground.planner.replay import tight_runs
     tight = sorted(row.name for row, prediction, *_ in compared if prediction["memory"]["tight"])
     assert sorted(tight_runs()) == tight   # what chapter 5 prints: the Megatron-era rows add none
-    assert len(tight) == 11 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
+    assert len(tight) == 12 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
     assert sum(n.startswith("MPT-") for n in tight) == 3
     assert sum("B200" in n for n in tight) == 3   # DeepSeek-V3 (25.11, 25.09), Qwen3-30B-A3B at MBS 4 (26.04.01)
 
@@ -192,7 +206,7 @@ def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_amp
     assert correlation["tensor_core"] > 0.4 > max(abs(correlation[k]) for k in ("elementwise", "logits"))
     assert hopper["correlation"]["exposed"] < 0 and 1.05 < hopper["tensor_core_factor"] < 1.15
     assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
-    assert len(hopper["rows"]) == 103 and len(ampere["rows"]) == 45
+    assert len(hopper["rows"]) == 107 and len(ampere["rows"]) == 49
 
 
 def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_prints():
