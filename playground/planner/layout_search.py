@@ -5,9 +5,10 @@ Megatron-Core or FSDP can run: TP dividing the heads and the KV heads and stayin
 (across nodes only when nothing inside fits), PP up to the layers (uneven stages placed by
 ``layout.stage_layers``), virtual stages, CP dividing the sequence into 2 CP chunks, EP dividing
 the experts and DP x CP, ZeRO stage, recomputation and micro-batch size.  A knob given in
-``fixed`` is held; the rest are varied.  Recomputation is tried in the order none, selective,
-full and the first that fits is kept (each is slower than the one before, so a later one never
-wins); ZeRO stages 1-3 are all tried when there is data parallelism (ZeRO-0 only without it: with
+``fixed`` is held; the rest are varied.  Recomputation is tried in the order none, selective
+and the first that fits is kept (each is slower than the one before, so a later one never
+wins); when neither fits, the fastest of those that fit among per-op recomputation and full
+recomputation of 1/4, 1/2, 3/4 or all of the blocks (``HEAVY_RECOMPUTE``); ZeRO stages 1-3 are all tried when there is data parallelism (ZeRO-0 only without it: with
 the same traffic ZeRO-1 holds less), stage 2 only without a pipeline (no framework runs it beside one).  Every layout that fits is predicted by the same
 ``step_time.predict`` a single layout gets, so the ranking can never put a layout below one
 predicted slower.  ``explain`` says why each beats the next.
@@ -92,12 +93,26 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int, max_tp: int, f
     return out
 
 
-def _first_fitting_recompute(model, layout, usable, fixed_recompute):
-    for rc in ([fixed_recompute] if fixed_recompute else RECOMPUTE):
+# past selective recomputation, the policies that save more memory by running more of the forward again:
+# torchtitan's per-op, and full recomputation of a quarter, half, three quarters or all of the blocks
+HEAVY_RECOMPUTE = (("op", 1.0), ("full", 0.25), ("full", 0.5), ("full", 0.75), ("full", 1.0))
+
+
+def _fitting_recompute(model, cluster, layout, usable, fixed_recompute, eff):
+    """The cheapest recomputation that fits: none, else selective, else the fastest of ``HEAVY_RECOMPUTE``
+    that fits (per-op and a share of the blocks cost about alike, so the step-time model decides)."""
+    if fixed_recompute:
+        lay = replace(layout, recompute=fixed_recompute)
+        return lay if _fits(model, lay, usable) else None
+    for rc in ("none", "selective"):
         lay = replace(layout, recompute=rc)
         if _fits(model, lay, usable):
             return lay
-    return None
+    heavy = [lay for lay in (replace(layout, recompute=rc, recompute_share=share) for rc, share in HEAVY_RECOMPUTE)
+             if _fits(model, lay, usable)]
+    if len(heavy) > 1:
+        return max(heavy, key=lambda lay: predict(model, cluster, lay, eff)["tokens_per_s"])
+    return heavy[0] if heavy else None
 
 
 def _rank_key(r: dict) -> tuple:
@@ -115,10 +130,11 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
     usable = usable_memory_bytes(cluster.gpu)
-    recompute = fixed.pop("recompute", None)
+    recompute = fixed.pop("recompute", None) or ("full" if fixed.get("recompute_share") else None)
     for max_tp in (cluster.gpus_per_node, gpus):      # across nodes only when nothing inside fits
         layouts = candidate_layouts(model, gpus, global_batch, max_tp, fixed)
-        fitting = [lay for lay in (_first_fitting_recompute(model, x, usable, recompute) for x in layouts) if lay]
+        fitting = [lay for lay in (_fitting_recompute(model, cluster, x, usable, recompute, eff) for x in layouts)
+                   if lay]
         if fitting or max_tp >= gpus:
             break
     if not layouts:
@@ -153,14 +169,21 @@ def explain(result: dict) -> str:
     return f"compute {100 * fr['compute']:.0f}% of the step; then {parts}; {where}{uneven}"
 
 
+def _knob(layout: dict, key: str):
+    """A ranked layout's knob as ``explain`` names it: recomputation with the share of blocks it covers."""
+    if key == "recompute" and layout["recompute"] == "full" and layout["recompute_share"] < 1:
+        return f"full ({layout['recompute_share']:.0%} of blocks)"
+    return layout[key]
+
+
 def why_faster(a: dict, b: dict) -> str:
     """Why ranked layout ``a`` beats ``b``: the time terms that differ most, in seconds per step."""
     ta, tb = a["time_breakdown"], b["time_breakdown"]
     diffs = sorted(((tb[k] - ta[k], k) for k in ta), reverse=True)
     gain = 100 * (a["tokens_per_s"] / b["tokens_per_s"] - 1)
     saved = [f"{k} {d:.3g} s less" for d, k in diffs[:2] if d > 0]
-    knobs = [f"{k.upper() if len(k) <= 3 else k} {b['layout'][k]} -> {a['layout'][k]}"
-             for k in LAYOUT_KNOBS if a["layout"][k] != b["layout"][k]]
+    knobs = [f"{k.upper() if len(k) <= 3 else k} {_knob(b['layout'], k)} -> {_knob(a['layout'], k)}"
+             for k in LAYOUT_KNOBS if _knob(a["layout"], k) != _knob(b["layout"], k)]
     return f"{gain:.1f}% faster ({', '.join(knobs)}): " + ("; ".join(saved) or "equal terms, ranked by ZeRO stage")
 
 
