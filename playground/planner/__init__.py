@@ -29,7 +29,8 @@ from playground.planner.goodput import (daly_interval, expected_goodput, plan_go
 from playground.planner.hf_config import model_from_hf_dict, read_hf_config
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout, stage_layers
 from playground.planner.layout_search import candidate_layouts, fit_advice, minimal_model_parallelism, search
-from playground.planner.measure import measure_layer_activation_bytes, measure_training_flops
+from playground.planner.measure import (checkpointed_blocks, measure_activation_bytes, measure_layer_activation_bytes,
+                                        measure_training_flops)
 from playground.planner.memory import (FRAGMENTATION, FRAMEWORK_BYTES, RECOMPUTE, activation_bytes_per_layer,
                                        describe_memory, layer_activation_bytes, memory_per_gpu, model_state_bytes,
                                        usable_memory_bytes)
@@ -49,4 +50,4 @@ __all__ = ["data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_p
            "read_hf_config", "model_from_hf_dict", "preset", "preset_names", "PRESETS",
            "young_interval", "daly_interval", "expected_goodput", "simulate_goodput", "plan_goodput",
            "published_runs", "published_layouts", "replay", "measure_training_flops",
-           "measure_layer_activation_bytes", "explorer"]
+           "measure_layer_activation_bytes", "measure_activation_bytes", "checkpointed_blocks", "explorer"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from playground.planner.errors import PlanError
 
-__all__ = ["measure_training_flops", "measure_layer_activation_bytes", "checkpointed_blocks"]
+__all__ = ["measure_training_flops", "measure_layer_activation_bytes", "measure_activation_bytes",
+           "checkpointed_blocks"]
 
 
 def checkpointed_blocks(blocks: int, share: float) -> list[int]:
@@ -63,4 +64,22 @@ def measure_layer_activation_bytes(cfg, batch_size: int) -> int:
     saved = SavedActivations(exclude=list(block.parameters()))
     with saved:
         block(x)
+    return saved.bytes
+
+
+def measure_activation_bytes(cfg, batch_size: int, recompute_share: float = 0.0) -> int:
+    """Bytes all the blocks of a bf16 ``TinyGPT`` save for backward when the ``checkpointed_blocks`` of
+    ``recompute_share`` (0: none) are checkpointed, each of those keeping only its input."""
+    import torch
+    from torch.utils import checkpoint
+
+    from playground.memory import SavedActivations
+    from playground.model import build_model
+    model = build_model(cfg, dtype=torch.bfloat16)
+    blocks = model.layers[1:-1]
+    again = set(checkpointed_blocks(len(blocks), recompute_share)) if recompute_share else set()
+    x = torch.randn(batch_size, cfg.seq_len, cfg.d_model, dtype=torch.bfloat16, requires_grad=True)
+    with SavedActivations(exclude=list(model.parameters())) as saved:
+        for i, block in enumerate(blocks):
+            x = checkpoint.checkpoint(block, x, use_reentrant=False) if i in again else block(x)
     return saved.bytes

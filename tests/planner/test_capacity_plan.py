@@ -10,7 +10,7 @@ import torch
 
 from playground import planner as cp
 from playground.planner import measure_layer_activation_bytes, measure_training_flops
-from playground.planner.measure import checkpointed_blocks
+from playground.planner.measure import checkpointed_blocks, measure_activation_bytes
 from playground import hardware
 from playground.memory import model_state_bytes as measured_state_bytes
 from playground.model import ModelConfig, build_model
@@ -115,6 +115,18 @@ def test_recomputing_a_share_of_the_blocks_adds_that_share_of_their_forward(cfg,
         assert measured == pytest.approx(predicted, rel=1e-12)
     assert checkpointed_blocks(6, 1 / 2) == [0, 2, 4] and checkpointed_blocks(6, 1 / 3) == [1, 4]
     assert checkpointed_blocks(6, 2 / 3) == [0, 2, 3, 5] and checkpointed_blocks(6, 1) == list(range(6))
+
+
+@pytest.mark.parametrize("cfg,batch", CFGS)
+def test_checkpointing_a_share_of_the_blocks_keeps_their_inputs_and_the_rest_whole(cfg, batch):
+    """Saved-tensor hooks over the blocks of a bf16 TinyGPT: each checkpointed block keeps its input,
+    2 s b h bytes, and each other one what it keeps unrecomputed, so the total is the planner's mix."""
+    whole, checkpointed = measure_activation_bytes(cfg, batch), measure_activation_bytes(cfg, batch, 1.0)
+    l = cfg.n_layers
+    assert checkpointed == l * 2 * cfg.seq_len * batch * cfg.d_model
+    for share in (1 / 3, 1 / 2, 2 / 3):
+        k = len(checkpointed_blocks(l, share))
+        assert measure_activation_bytes(cfg, batch, share) == k * checkpointed / l + (l - k) * whole / l
 
 
 @pytest.mark.parametrize("cfg,batch", CFGS)
