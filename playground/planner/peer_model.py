@@ -52,7 +52,7 @@ __all__ = ["PIP_PIN", "README_EFFICIENCY", "llm_analysis_step_time", "unrepresen
 
 PIP_PIN = "llm-analysis==0.2.2"
 README_EFFICIENCY = {"flops_efficiency": 0.5, "hbm_memory_efficiency": 0.9}  # its README's assumption
-_RECOMPUTE = {"none": "NONE", "selective": "SELECTIVE", "op": "SELECTIVE", "full": "FULL"}  # per-op: its nearest
+_RECOMPUTE = {"none": "NONE", "selective": "SELECTIVE", "op": "SELECTIVE", "full": "FULL"}  # per-op, a share: its nearest
 
 
 def _llm_analysis():
@@ -131,6 +131,8 @@ def _configs(model: Model, gpu: hardware.GPU, cluster: Cluster, layout: Layout, 
                                   sp_size=layout.tp if layout.sequence_parallel else 1)
     if layout.shard_group:
         mapping.append(f"HSDP (shard {layout.shard_group}) as ZeRO-3 over DP")
+    if layout.recomputed_share and layout.recompute_share < 1:
+        mapping.append(f"{layout.recompute_share:.0%} of the blocks recomputed as all of them (FULL)")
     return mc, gc, dc, pc, mapping
 
 
