@@ -37,6 +37,7 @@ PLANNER_FLOORS = (
     {"architecture", "goodput", "efficiency"},
     {"stages", "hf_families"},
     {"layout", "hf_config", "presets", "gemms"},
+    {"layout_checks"},  # whether a layout can run
     {"memory", "measure", "comm_costs"},
     {"costs"},
     {"published_row"},

@@ -5,7 +5,7 @@ Data flows one way, from the command line down to the hardware table: ``cli`` an
 GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
 one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``) -> ``memory`` (the one memory model: bytes per
-GPU by part) -> ``layout`` (``Cluster``, ``Layout``, the checks) -> ``stages`` (pipeline stage placement) ->
+GPU by part) -> ``layout_checks`` (whether a layout can run) -> ``layout`` (``Cluster``, ``Layout``) -> ``stages`` (pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` (the families that do not spell their shape Llama's way, GPT-2, MPT and
 Falcon, by ``hf_families``) or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
@@ -27,7 +27,8 @@ from playground.planner.flops import flops_per_token, megatron_flops_per_iterati
 from playground.planner.goodput import (daly_interval, expected_goodput, plan_goodput, simulate_goodput,
                                         young_interval)
 from playground.planner.hf_config import model_from_hf_dict, read_hf_config
-from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout, stage_layers
+from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, stage_layers
+from playground.planner.layout_checks import check_layout
 from playground.planner.layout_search import candidate_layouts, fit_advice, minimal_model_parallelism, search
 from playground.planner.measure import (checkpointed_blocks, measure_activation_bytes, measure_layer_activation_bytes,
                                         measure_training_flops)

@@ -27,7 +27,8 @@ from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
 from playground.planner.goodput import plan_goodput
-from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout, check_layout, check_recompute_modules
+from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout
+from playground.planner.layout_checks import check_layout, check_recompute_modules
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu, tight_note
 from playground.planner.presets import preset

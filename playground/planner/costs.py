@@ -17,7 +17,8 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, module_recomputed, per_op_recomputed
-from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, check_layout
+from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
+from playground.planner.layout_checks import check_layout
 from playground.planner.comm_costs import (_hit, _reached, allgather_time, allreduce_time, alltoall_time,  # noqa: F401
                                            context_parallel_link, data_parallel_link, dispatch_time,
                                            expert_data_parallel_link,

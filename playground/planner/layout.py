@@ -1,10 +1,10 @@
-"""Where a model runs: the cluster, the parallel layout, and the check that a layout can run at all.
+"""Where a model runs: the cluster and the parallel layout.
 
 ``Cluster`` (a GPU type and its links, from ``playground.hardware``), ``Layout`` (the degrees of
 every kind of parallelism and the training knobs), ``Efficiency`` (the step-time model's free
-constants), ``check_layout`` (one ``PlanError`` per impossible layout, before any arithmetic) and
-``stage_layers`` (how pipeline stages split the layers when PP does not divide them; in ``stages``,
-re-exported here).
+constants, from ``efficiency``) and ``stage_layers`` (how pipeline stages split the layers when PP
+does not divide them; in ``stages``, re-exported here).  Whether a layout can run at all is
+``layout_checks.check_layout``.
 
 Ranks are numbered as Megatron-Core numbers them: TP fastest, then CP, then DP (EP is carved out
 of DP x CP), then PP.  ``Layout``'s dataclass defaults are the settings of Narayanan et al.'s 2021
@@ -17,14 +17,12 @@ import math
 from dataclasses import dataclass
 
 from playground import hardware
-from playground.planner.architecture import Model
 from playground.planner.efficiency import EFFICIENCY, MEASURED, Efficiency
 from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
            "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH",
-           "check_layout", "check_recompute_modules",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -227,141 +225,3 @@ class Layout:
             + (f" ({self.recompute_share:.0%} of blocks)" if self.recompute == "full" and self.recompute_share < 1 else "")
         return " x ".join(knobs) + f", {zero}, micro-batch {self.micro_batch}, recompute {recompute}" \
             + "".join(f", {label}" for label in stack)
-
-
-
-
-def check_recompute_modules(model: Model, modules) -> None:
-    """A ``PlanError`` naming a recompute module that is unknown or that ``model`` lacks (before a
-    search, which would otherwise only find that no layout runs)."""
-    _check_modules(model, Layout(1, 1, 1, recompute="selective", recompute_modules=modules))
-
-
-def _check_modules(model: Model, layout: Layout) -> None:
-    modules = layout.recompute_modules
-    if not modules:
-        return
-    if isinstance(modules, str) or not isinstance(modules, (tuple, list)):
-        raise PlanError(f"recompute modules are Megatron-Core's --recompute-modules, a list; got {modules!r}")
-    bad = [m for m in modules if m not in RECOMPUTE_MODULES]
-    if bad:
-        raise PlanError(f"unknown recompute module {bad[0]!r}; choose from {', '.join(RECOMPUTE_MODULES)}")
-    needs = {"moe_act": model.is_moe, "moe": model.is_moe, "shared_experts": model.is_moe and model.shared_width,
-             "mla_up_proj": model.is_mla}
-    wrong = [m for m in modules if not needs.get(m, True)]
-    if wrong:
-        what = {"mla_up_proj": "latent attention (MLA)", "shared_experts": "shared experts"}.get(wrong[0], "experts")
-        raise PlanError(f"recompute module {wrong[0]} needs a model with {what}; this one has none")
-
-
-# ----------------------------------------------------------------------------- checks
-def _whole(name, v):
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise PlanError(f"{name} must be a whole number >= 1, got {v!r}")
-
-
-def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
-    """One clear ``PlanError`` for a layout that cannot run (before any arithmetic)."""
-    for name in ("tp", "pp", "dp", "vpp", "cp", "ep", "micro_batch", "global_batch"):
-        _whole(name.upper() if len(name) <= 3 else name.replace("_", " "), getattr(layout, name))
-    if model.hidden % model.heads and model.head_dim is None:
-        raise PlanError(f"hidden size {model.hidden} is not divisible by {model.heads} heads")
-    if model.heads % layout.tp:
-        raise PlanError(f"TP={layout.tp} does not divide the {model.heads} attention heads")
-    if not model.is_mla and model.kv_head_count % layout.tp:
-        raise PlanError(f"TP={layout.tp} does not divide the {model.kv_head_count} key/value heads "
-                        f"(it would split a KV head; use TP <= {math.gcd(model.kv_head_count, layout.tp)} "
-                        f"or context parallelism)")
-    if layout.pp > model.layers:
-        raise PlanError(f"PP={layout.pp} is more than the {model.layers} layers")
-    chunks = layout.pp * layout.vpp
-    # Megatron-Core may count the embedding and the loss as a layer each (94 layers in 96 chunks)
-    if chunks > model.layers and not (chunks == model.layers + 2 and layout.first_stage_layers is None
-                                      and layout.last_stage_layers is None):
-        raise PlanError(f"PP x VPP = {chunks} chunks is more than the {model.layers} layers "
-                        f"(or the {model.layers + 2} the embedding and the loss make, each counted as one)")
-    if layout.vpp > 1 and layout.pp == 1:
-        raise PlanError("virtual stages (VPP > 1) need pipeline parallelism (PP > 1)")
-    if model.seq_len % (2 * layout.cp if layout.cp > 1 else 1):
-        raise PlanError(f"CP={layout.cp} does not divide the {model.seq_len}-token sequence into "
-                        f"2 x CP = {2 * layout.cp} equal chunks (causal load balancing)")
-    if layout.cp_method not in CP_METHODS:
-        raise PlanError(f"cp_method must be one of {', '.join(CP_METHODS)}, got {layout.cp_method!r}")
-    if layout.cp > 1 and layout.cp_method == "ulysses":
-        split, kv = layout.tp * layout.cp, model.materialized_kv_heads
-        if model.heads % split or kv % split:
-            raise PlanError(f"Ulysses splits the heads over TP x CP = {split}: it does not divide the "
-                            f"{model.heads} heads and {kv} key/value heads (use ring or allgather CP)")
-    if layout.ep > 1 and not model.is_moe:
-        raise PlanError(f"EP={layout.ep} needs a mixture-of-experts model (this one is dense)")
-    if model.is_moe and model.experts % layout.ep:
-        raise PlanError(f"EP={layout.ep} does not divide the {model.experts} experts")
-    if not model.is_moe and (layout.expert_tp not in (None, layout.tp) or layout.moe_imbalance != 1):
-        raise PlanError("expert TP and MoE imbalance need a mixture-of-experts model (this one is dense)")
-    if layout.expert_tp is not None and (layout.expert_tp < 1 or layout.tp % layout.expert_tp):
-        raise PlanError(f"expert TP={layout.expert_tp} must be a whole number dividing TP={layout.tp}")
-    if layout.expert_tp_degree == layout.tp and (layout.dp * layout.cp) % layout.ep:
-        raise PlanError(f"EP={layout.ep} must divide DP x CP = {layout.dp * layout.cp} (experts are spread "
-                        f"over the data-parallel ranks; with --expert-tp 1 EP may span TP x DP x CP)")
-    if (layout.tp * layout.dp * layout.cp) % (layout.ep * layout.expert_tp_degree):
-        raise PlanError(f"EP x expert TP = {layout.ep * layout.expert_tp_degree} must divide TP x CP x DP = "
-                        f"{layout.tp * layout.cp * layout.dp}")
-    if gpus is not None and layout.gpus != gpus:
-        raise PlanError(f"TP x PP x CP x DP = {layout.tp} x {layout.pp} x {layout.cp} x {layout.dp} = "
-                        f"{layout.gpus} is not the {gpus} GPUs")
-    if layout.global_batch % (layout.dp * layout.micro_batch):
-        unit = layout.dp * layout.micro_batch
-        lower, upper = layout.global_batch // unit * unit, (layout.global_batch // unit + 1) * unit
-        raise PlanError(f"global batch {layout.global_batch} is not a multiple of DP x micro-batch = "
-                        f"{layout.dp} x {layout.micro_batch}: use "
-                        + (f"{lower} or {upper}" if lower else f"at least {upper}") + " sequences")
-    if layout.vpp > 1 and layout.micro_batches % layout.pp:
-        raise PlanError(f"the interleaved schedule needs the {layout.micro_batches} micro-batches "
-                        f"to be a multiple of PP={layout.pp}")
-    if layout.recompute not in RECOMPUTE:
-        raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {layout.recompute!r}")
-    _check_modules(model, layout)
-    share = layout.recompute_share
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
-        raise PlanError(f"recompute share is the share of blocks recomputed, in (0, 1]; got {share!r} "
-                        "(no block at all is recompute none)")
-    if share < 1 and layout.recompute != "full":
-        raise PlanError(f"a recompute share below 1 chooses which blocks full recomputation runs again; it does "
-                        f"not go with recompute {layout.recompute}")
-    if layout.zero_stage not in (0, 1, 2, 3) or isinstance(layout.zero_stage, bool):
-        raise PlanError(f"zero stage must be 0, 1, 2 or 3, got {layout.zero_stage!r}")
-    if layout.dtype not in DTYPES:
-        raise PlanError(f"dtype must be one of {', '.join(DTYPES)}, got {layout.dtype!r}")
-    if isinstance(layout.moe_imbalance, bool) or not isinstance(layout.moe_imbalance, (int, float)) \
-            or not math.isfinite(layout.moe_imbalance) or layout.moe_imbalance < 1:
-        raise PlanError(f"moe_imbalance is the busiest rank's tokens over the mean, >= 1; got {layout.moe_imbalance!r}")
-    if layout.attention_kernel not in ("fa1", "fa2", "fa3", "cudnn"):
-        raise PlanError(f"attention_kernel must be fa1, fa2, fa3 or cudnn, got {layout.attention_kernel!r}")
-    if layout.loss_kernel not in ("upcast", "megatron", "fused"):
-        raise PlanError(f"loss_kernel must be upcast, megatron or fused, got {layout.loss_kernel!r}")
-    if layout.moe_launch not in MOE_LAUNCH:
-        raise PlanError(f"moe_launch must be one of {', '.join(MOE_LAUNCH)}, got {layout.moe_launch!r}")
-    if layout.ep_dispatch not in ("alltoall", "deepep"):
-        raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
-    if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):
-        raise PlanError("fp32 gathers are FSDP's weights kept in fp32: they need ZeRO stage 3 (--zero-stage 3)"
-                        if layout.zero_stage != 3 else "fp32 gathers and float8 gathers exclude each other")
-    if layout.fp8_activations and layout.dtype != "fp8":
-        raise PlanError("FP8 activation caching stores what FP8 GEMMs read: it needs --dtype fp8")
-    if layout.ep_overlap and layout.ep == 1:
-        raise PlanError("EP all-to-all overlap needs expert parallelism (EP > 1)")
-    if layout.fsdp_gather not in ("unit", "tensor"):
-        raise PlanError(f"fsdp_gather must be unit or tensor, got {layout.fsdp_gather!r}")
-    if layout.grad_reduce not in ("bf16", "fp32"):
-        raise PlanError(f"grad_reduce must be bf16 or fp32, got {layout.grad_reduce!r}")
-    if layout.tp_overlap not in TP_OVERLAP:
-        raise PlanError(f"tp_overlap must be one of {', '.join(TP_OVERLAP)}, got {layout.tp_overlap!r}")
-    if layout.kernels not in KERNELS:
-        raise PlanError(f"kernels must be one of {', '.join(KERNELS)}, got {layout.kernels!r}")
-    if layout.shard_group is not None:
-        if layout.zero_stage != 3:
-            raise PlanError("a shard group (HSDP) needs ZeRO stage 3 (FSDP)")
-        _whole("shard group", layout.shard_group)
-        if (layout.dp * layout.cp) % layout.shard_group:
-            raise PlanError(f"the HSDP shard group of {layout.shard_group} must divide DP x CP = "
-                            f"{layout.dp * layout.cp}")

@@ -24,7 +24,8 @@ from dataclasses import replace
 
 from playground import hardware
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, RECOMPUTE, Cluster, Efficiency, Layout, check_layout, even_chunks
+from playground.planner.layout import EFFICIENCY, RECOMPUTE, Cluster, Efficiency, Layout, even_chunks
+from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu, usable_memory_bytes
 from playground.planner.step_time import predict

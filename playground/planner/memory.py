@@ -40,7 +40,8 @@ from playground import hardware
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.gemms import block_matmuls
-from playground.planner.layout import BYTES, RECOMPUTE, Layout, check_layout, stage_layers
+from playground.planner.layout import BYTES, RECOMPUTE, Layout, stage_layers
+from playground.planner.layout_checks import check_layout
 from playground.zero import accounting as zero_accounting
 
 __all__ = ["FRAMEWORK_BYTES", "FRAGMENTATION", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",

@@ -28,7 +28,8 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, Cluster, Efficiency, Layout, check_layout
+from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, Cluster, Efficiency, Layout
+from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
 from playground.planner.published_row import published_metric

@@ -15,7 +15,8 @@ from dataclasses import fields, replace
 
 import pytest
 
-from playground.planner.layout import Layout, check_layout
+from playground.planner.layout import Layout
+from playground.planner.layout_checks import check_layout
 from playground.planner.published_stacks import (FMS_FSDP, MEGATRON_BRIDGE, MOE_MODEL_ZOO, NOT_REPRESENTABLE,
                                                  OPT_175B, STACK_RUNS, TORCHTITAN, ZERO3_TABLE2,
                                                  PublishedStackRun, published_metric)
