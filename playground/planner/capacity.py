@@ -26,6 +26,7 @@ from playground import hardware
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
+from playground.planner.flops import flops_per_token
 from playground.planner.goodput import plan_goodput
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout, check_recompute_modules
@@ -235,10 +236,9 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         flops_method = _counted(m)
     else:
         if shape_source == "inferred" or active_params is not None:
-            model_flops = 6 * N_active * tokens
-            per_token = 6 + 2 * layout.recomputed_share       # a recomputed forward adds 2 N a token
-            total_flops = model_flops * per_token / 6
-            flops_method = f"{per_token:.3g}ND"
+            model_flops = flops_per_token(N_active) * tokens
+            total_flops = flops_per_token(N_active, layout.recompute, layout.recompute_share) * tokens
+            flops_method = f"{total_flops / (N_active * tokens):.3g}ND"   # 6, 8 or 6 + 2 r
         else:
             unit = replace(layout, global_batch=1)
             model_flops = flops_per_step(m, unit, "none") / m.seq_len * tokens
@@ -293,7 +293,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         "architecture": {**{k: v for k, v in asdict(m).items()}, "source": shape_source, "description": m.describe()},
         "gpu": spec.name, "gpus": gpus,
         "flops_per_token": total_flops / tokens, "model_flops": model_flops, "total_flops": total_flops,
-        "flops_method": flops_method, "recompute": layout.recompute,
+        "flops_method": flops_method, "recompute": layout.recompute, "recompute_share": layout.recomputed_share,
         "global_batch": global_batch, "global_batch_tokens": batch_tokens, "steps": steps,
         "step_time_s": step_s, "tokens_per_s": batch_tokens / step_s if step_s else None,
         "mfu": mfu_out, "hfu": hfu_out, "mfu_source": speed, "speed_source": speed,

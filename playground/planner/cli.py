@@ -77,6 +77,13 @@ _FLOPS_METHOD = {"counted": "counted from the architecture, attention over the w
                  "6ND": "6 N D: only a parameter count is known", "8ND": "8 N D: 6 N D and the recomputed forward"}
 
 
+def _flops_method(p: dict) -> str:
+    """How the plan counted its FLOPs, in words."""
+    if p["flops_method"] in _FLOPS_METHOD:
+        return _FLOPS_METHOD[p["flops_method"]]
+    return f"{p['flops_method'][:-2]} N D: 6 N D and the forward again in {p['recompute_share']:.0%} of the blocks"
+
+
 def report(p: dict, ranked: bool = False) -> str:
     """A readable report of a plan dict: every number in it is a number of the dict."""
     m, par, a = p["memory"], p["parallelism"], p["architecture"]
@@ -100,7 +107,7 @@ def report(p: dict, ranked: bool = False) -> str:
                      f"HFU {p['hfu']:.3f} ({p['speed_source']})")
     lines += [
         f"compute    {p['model_flops']:.3g} model FLOPs, {p['total_flops']:.3g} executed "
-        f"({_si(p['flops_per_token'], 'FLOP')}/token; " + _FLOPS_METHOD.get(p["flops_method"], p["flops_method"]) + ")",
+        f"({_si(p['flops_per_token'], 'FLOP')}/token; " + _flops_method(p) + ")",
         f"time       {p['gpu_hours']:,.0f} GPU-hours"
         + (f" = {p['days']:.1f} days on {p['gpus']:,} {p['gpu']}s" if p["days"] is not None else "")
         + (f", cost {p['cost']:,.0f} at {p['cost'] / p['gpu_hours']:g} per GPU-hour" if p["cost"] is not None else "")

@@ -81,6 +81,8 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int, max_tp: int, f
                             stages = (0,) if dp * cp == 1 else (1, 3) if pp > 1 else (1, 2, 3)
                             for z in pick("zero_stage", list(stages)):
                                 knobs = {k: fixed[k] for k in fixed if k not in LAYOUT_KNOBS}
+                                if "recompute_share" in knobs:   # a share is of full recomputation
+                                    knobs["recompute"] = "full"
                                 lay = Layout.today(tp, pp, dp, micro_batch=b, global_batch=global_batch, vpp=v,
                                                    cp=cp, ep=ep, zero_stage=z, **knobs,
                                                    **({"shard_group": fixed["shard_group"]}

@@ -286,3 +286,14 @@ def test_a_layout_that_fits_with_half_its_blocks_recomputed_is_told_so():
          "--micro-batch-size", "2"])))
     advice = [line for line in report.splitlines() if line.startswith("would fit --recompute-share")]
     assert advice == ["would fit --recompute-share 1/2: 66.3 GiB"]
+
+
+def test_a_search_holds_the_share_it_is_given_and_counts_its_flops():
+    """--recompute-share with --gpus and no layout: the search keeps that share for every layout it tries,
+    and the plan counts (6 + 2 r) N D when all it has is a parameter count."""
+    plan = cp.plan(params=13e9, tokens=260e9, gpu="A100-80GB", gpus=64, recompute="full", recompute_share=1 / 3)
+    assert plan["parallelism"]["source"] == "found by the search"
+    assert "recompute full (33% of blocks)" in plan["parallelism"]["description"]
+    counted = cp.plan(params=13e9, tokens=260e9, gpu="A100-80GB", mfu=0.45, recompute="full", recompute_share=0.5)
+    assert counted["flops_method"] == "7ND" and counted["total_flops"] == pytest.approx(7 / 6 * counted["model_flops"])
+    assert "7 N D: 6 N D and the forward again in 50% of the blocks" in " ".join(cp.report(counted).split())
