@@ -17,6 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, module_recomputed, per_op_recomputed
+from playground.planner.efficiency import ATTENTION_HEAD_DIM_64
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout
 from playground.planner.comm_costs import (_hit, _reached, allgather_time, allreduce_time, alltoall_time,  # noqa: F401
@@ -102,20 +103,23 @@ def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_byt
     return max(compute, memory) + eff.kernel_s
 
 
-def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY) -> float:
+def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY, head_dim: int = 128) -> float:
     """Fraction of the dense peak a fused attention kernel reaches on the FLOPs it executes:
     FlashAttention-3 (``attention_kernel="fa3"``) or cuDNN's (``"cudnn"``) on Hopper and later, FlashAttention-2 on
     Hopper at its lower rate, FlashAttention-2 elsewhere (the fastest kernel before Hopper), or the
-    first FlashAttention and its Triton port (``"fa1"``, 2022-23's)."""
+    first FlashAttention and its Triton port (``"fa1"``, 2022-23's).  On Hopper and later a head
+    narrower than 128 runs slower: at 64, ``ATTENTION_HEAD_DIM_64`` of the rate, in between on a line
+    (measured on H100s only, so Ampere's rate is left as read)."""
     arch = getattr(gpu, "architecture", "")
     if layout.attention_kernel == "fa1":   # FlashAttention-1 class; on Hopper slowed as FA2 is there
         return eff.attention_fa1 * (eff.attention_fa2_hopper / eff.attention_fa2 if arch == "hopper" else 1)
-    if arch in ("hopper", "blackwell"):
-        rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(
-            layout.attention_kernel, eff.attention_fa2_hopper if arch == "hopper" else eff.attention_fa2)
-    else:
-        rate = eff.attention_fa2
-    return rate
+    if arch not in ("hopper", "blackwell"):
+        return eff.attention_fa2
+    kernel = layout.attention_kernel if layout.attention_kernel in ("fa3", "cudnn") else "fa2"
+    rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(
+        kernel, eff.attention_fa2_hopper if arch == "hopper" else eff.attention_fa2)
+    narrow = min(1.0, max(0.0, (128 - head_dim) / 64))     # 0 at 128 and wider, 1 at 64 and narrower
+    return rate * (1 - narrow * (1 - ATTENTION_HEAD_DIM_64[kernel]))
 
 
 def causal_executed(seq_len: int, keys: int, block: int = 128) -> float:
@@ -171,7 +175,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
         executed = causal_executed(s, keys)  # 128 x 128 blocks: the diagonal ones run whole
         attn_t = executed * sum(2 * c * M * N * K for _, c, M, N, K in core) \
-            / (attention_efficiency(gpu, layout, eff) * gpu.peak_bf16_flops) + eff.kernel_s
+            / (attention_efficiency(gpu, layout, eff, model.head_size) * gpu.peak_bf16_flops) + eff.kernel_s
         scores_bytes = 4 * T * h / t * BYTES
     else:
         attn_t = sum(gemm_time(*g[1:], gpu, eff) for g in core)

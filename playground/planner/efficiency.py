@@ -21,7 +21,7 @@ from pathlib import Path
 
 from playground.planner.errors import PlanError
 
-__all__ = ["Efficiency", "EFFICIENCY", "MEASURED"]
+__all__ = ["Efficiency", "EFFICIENCY", "MEASURED", "ATTENTION_HEAD_DIM_64"]
 
 _MAMF = ("https://github.com/stas00/ml-engineering/blob/master/compute/accelerator/README.md"
          "#maximum-achievable-matmul-flops-comparison-table")
@@ -40,6 +40,13 @@ _FRYER = "https://github.com/huggingface/gpu-fryer (README, reference table and 
 # bf16 (4 + 2): 52.  One fused kernel reads the bf16 logits forward and backward and writes the
 # gradient: 6.
 LOSS_KERNEL_BYTES = {"megatron": 52, "fused": 6}
+# A fused attention kernel's rate at head dim 64 over its rate at 128, on Hopper: the FlashAttention-3
+# paper's H100 SXM5 figures, causal forward at 4K tokens (Shah et al. 2024, https://arxiv.org/abs/2407.08608,
+# Sec. 4.1): FlashAttention-2 284 against 319 TFLOPS, FlashAttention-3 420 against 579, cuDNN 363 against
+# 518 (at 1K-16K the ratios run 0.88-0.89, 0.63-0.77 and 0.69-0.72).  A 64-wide tile does half the
+# multiply-adds a loaded K/V block feeds; at 128 and 256 the rates are alike.  The attention_* constants
+# are read at head dim 128.
+ATTENTION_HEAD_DIM_64 = {"fa2": 0.89, "fa3": 0.73, "cudnn": 0.70}
 
 _SOURCES = {
     "gemm": "published measurement: Maximum Achievable Matmul FLOPS (mamf-finder.py, bf16, best shape "
