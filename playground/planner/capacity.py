@@ -293,7 +293,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         "architecture": {**{k: v for k, v in asdict(m).items()}, "source": shape_source, "description": m.describe()},
         "gpu": spec.name, "gpus": gpus,
         "flops_per_token": total_flops / tokens, "model_flops": model_flops, "total_flops": total_flops,
-        "flops_method": flops_method, "recompute": layout.recompute, "recompute_share": layout.recomputed_share,
+        "flops_method": flops_method, "recompute": layout.recompute, "recompute_share": layout.full_recompute_share,
         "global_batch": global_batch, "global_batch_tokens": batch_tokens, "steps": steps,
         "step_time_s": step_s, "tokens_per_s": batch_tokens / step_s if step_s else None,
         "mfu": mfu_out, "hfu": hfu_out, "mfu_source": speed, "speed_source": speed,

@@ -217,7 +217,7 @@ def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
         return 0.0
     local = model.experts / layout.ep
     kernels = MOE_LAYER_KERNELS + (MOE_EXPERT_KERNELS * local if layout.moe_launch == "per_expert" else 0)
-    again = 1.0 if "moe" in layout.selective_modules else layout.recomputed_share
+    again = 1.0 if "moe" in layout.selective_modules else layout.full_recompute_share
     return kernels * (1 + again / 3) * eff.host_kernel_s   # the forward is about a third of them
 
 

@@ -22,7 +22,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH",
+           "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "RECOMPUTE_SHARES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -34,6 +34,7 @@ CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
 MOE_LAUNCH = ("grouped", "per_expert", "graphed")
+RECOMPUTE_SHARES = (0.25, 0.5, 0.75)  # the shares of the blocks recomputed whole that the planner tries below all
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class Layout:
         return (self.recompute_modules or ("core_attn",)) if self.recompute == "selective" else ()
 
     @property
-    def recomputed_share(self) -> float:
+    def full_recompute_share(self) -> float:
         """The share of the blocks whose whole forward runs again in backward: ``recompute_share``
         under ``recompute="full"``, none under the other policies (they recompute parts of every block)."""
         return self.recompute_share if self.recompute == "full" else 0.0

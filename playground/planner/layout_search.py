@@ -21,10 +21,11 @@ layout that does not fit, fit.
 from __future__ import annotations
 
 from dataclasses import replace
+from fractions import Fraction
 
 from playground import hardware
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, RECOMPUTE, Cluster, Efficiency, Layout, even_chunks
+from playground.planner.layout import EFFICIENCY, RECOMPUTE, RECOMPUTE_SHARES, Cluster, Efficiency, Layout, even_chunks
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu, usable_memory_bytes
@@ -98,7 +99,7 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int, max_tp: int, f
 
 # past selective recomputation, the policies that save more memory by running more of the forward again:
 # torchtitan's per-op, and full recomputation of a quarter, half, three quarters or all of the blocks
-HEAVY_RECOMPUTE = (("op", 1.0), ("full", 0.25), ("full", 0.5), ("full", 0.75), ("full", 1.0))
+HEAVY_RECOMPUTE = (("op", 1.0), *(("full", share) for share in RECOMPUTE_SHARES), ("full", 1.0))
 
 
 def _fitting_recompute(model, cluster, layout, usable, fixed_recompute, eff):
@@ -229,9 +230,9 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
     tries = []
     for rc in RECOMPUTE[RECOMPUTE.index(layout.recompute) + 1:]:
         tries.append((f"--recompute {rc}", replace(layout, recompute=rc)))
-    for share, text in ((0.25, "1/4"), (0.5, "1/2"), (0.75, "3/4")):   # the fewest blocks recomputed whole that fit
-        if share > layout.recomputed_share:
-            tries.append((f"--recompute-share {text}", replace(layout, recompute="full", recompute_share=share)))
+    for share in RECOMPUTE_SHARES:   # the fewest blocks recomputed whole that fit
+        if share > layout.full_recompute_share:
+            tries.append((f"--recompute-share {Fraction(share)}", replace(layout, recompute="full", recompute_share=share)))
     for z in range(layout.zero_stage + 1, 4):
         if layout.dp * layout.cp > 1:
             tries.append((f"--zero-stage {z}", replace(layout, zero_stage=z, shard_group=None)))

@@ -131,7 +131,7 @@ def _configs(model: Model, gpu: hardware.GPU, cluster: Cluster, layout: Layout, 
                                   sp_size=layout.tp if layout.sequence_parallel else 1)
     if layout.shard_group:
         mapping.append(f"HSDP (shard {layout.shard_group}) as ZeRO-3 over DP")
-    if layout.recomputed_share and layout.recompute_share < 1:
+    if layout.full_recompute_share and layout.recompute_share < 1:
         mapping.append(f"{layout.recompute_share:.0%} of the blocks recomputed as all of them (FULL)")
     return mc, gc, dc, pc, mapping
 

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, Cluster, Efficiency, Layout
+from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
@@ -43,7 +43,7 @@ __all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range",
 SETTINGS = {
     "vpp": None,                       # every v the layer count allows (computed)
     "recompute": ("none", "selective", "op", "full"),
-    "recompute_share": (0.25, 0.5, 0.75, 1.0),   # with full: the share of the blocks recomputed
+    "recompute_share": (*RECOMPUTE_SHARES, 1.0),   # with full: the share of the blocks recomputed
     "micro_batch": None,               # powers of two that divide the batch per replica (computed)
     "overlap_grad_reduce": (False, True),
     "sequence_parallel": (False, True),

@@ -152,7 +152,7 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     T = layout.micro_batch * model.seq_len / c
     fwd = layer_forward(model, layout, gpu, eff, moe, local)
     f = fwd["gemm"] + fwd["elementwise"] + fwd["ring_merge"]
-    rc = layout.recomputed_share          # full recomputation: in that share of the blocks (an average layer)
+    rc = layout.full_recompute_share          # full recomputation: in that share of the blocks (an average layer)
     if layout.recompute == "selective":   # Megatron's: the attention core again, or the modules given
         recompute = module_recompute_time(model, layout, gpu, eff, moe, local, fwd)
     elif layout.recompute == "op":        # torchtitan's per-op: every other matmul and the element-wise ops
