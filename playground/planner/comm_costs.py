@@ -245,8 +245,11 @@ def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff
 
     ``fsdp_gather="tensor"`` is early DeepSpeed ZeRO-3 (its ``_allgather_param``): each of the layer's
     ``tensors`` parameter tensors is its own all-gather, a ring's n - 1 latency steps each, issued
-    after a ``torch.cuda.synchronize()`` and so not hidden.  The reduce-scatter hides behind backward
-    only with ``overlap_grad_reduce`` (DeepSpeed's ``overlap_comm``, off by default then).
+    after a ``torch.cuda.synchronize()`` and so not hidden.  Its gathers hang on each module's forward
+    pre-hook and are freed by its post-hook, and a recomputed forward fires those hooks again (DeepSpeed
+    issue #4784), so a recomputed layer is gathered three times: forward, recomputed forward, backward.
+    The reduce-scatter hides behind backward only with ``overlap_grad_reduce`` (DeepSpeed's
+    ``overlap_comm``, off by default then).
 
     ``experts``: ``(bytes, n, bw, link)`` of the layer's routed experts when they are sharded apart from
     the rest, over the expert-DP group (FSDP with expert parallelism): gathered and reduce-scattered
@@ -258,7 +261,8 @@ def fsdp_exposed_time(cost: dict, unit_bytes: float, n: int, bw: float, gpu, eff
     forward, backward = pass_windows(cost)
     if layout.fsdp_gather == "tensor":
         gather += (tensors - 1) * (n - 1) * eff.latency_s if n > 1 else 0.0
-        return 2 * gather + (overlapped(scatter, backward, gpu, eff) if layout.overlap_grad_reduce else scatter)
+        gathers = 2 + layout.full_recompute_share  # forward, the recomputed forward, backward
+        return gathers * gather + (overlapped(scatter, backward, gpu, eff) if layout.overlap_grad_reduce else scatter)
     if not layout.reshard_after_forward:
         return overlapped(gather, forward, gpu, eff) / layout.micro_batches + overlapped(scatter, backward, gpu, eff)
     return overlapped(gather, forward, gpu, eff) + overlapped(gather + scatter, backward, gpu, eff)

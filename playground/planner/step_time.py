@@ -68,7 +68,7 @@
   these rings cross on every NIC the group holds in a node, as NCCL runs one ring per NIC: FSDP
   over whole nodes at eight NICs' rate (until NVLink binds first), DP under TP = 8 at one
   (``comm_costs.ring_crossing``).  ``fsdp_gather="tensor"`` (early DeepSpeed ZeRO-3) gathers
-  tensor by tensor and waits for each.
+  tensor by tensor and waits for each, and gathers a recomputed layer again for its recomputed forward.
 * a transfer on another stream (DP, FSDP, the interleaved pipeline's) hides behind a pass's compute and
   the layer's own TP, CP and EP collectives, which ride other links (``comm_costs.pass_windows``).
 * every collective moves at the share of its link's line rate NCCL reaches there

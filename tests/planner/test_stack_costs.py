@@ -370,12 +370,31 @@ def test_per_tensor_zero3_gathers_pay_a_ring_latency_per_tensor_and_hide_nothing
                         for g in ("unit", "tensor"))
         assert tensor > unit
         exposed[n] = tensor
-    # a layer's two gathers are 12 rings each, its (bucketed) reduce-scatter one, each of n - 1 latency
-    # steps: that is what grows with the ranks (the bytes per rank do not)
-    extra = (2 * 12 + 1) * (1536 - 384) * EFFICIENCY.latency_s * gpt.layers
+    # a recomputed layer's three gathers (forward, recomputed forward, backward) are 12 rings each, its
+    # (bucketed) reduce-scatter one, each of n - 1 latency steps: that is what grows with the ranks (the
+    # bytes per rank do not)
+    extra = (3 * 12 + 1) * (1536 - 384) * EFFICIENCY.latency_s * gpt.layers
     assert exposed[1536] - exposed[384] == pytest.approx(extra, rel=0.02)
     with pytest.raises(PlanError, match="fsdp_gather must be unit or tensor"):
         predict(gpt, a100, replace(lay, fsdp_gather="param"))
+
+
+def test_per_tensor_zero3_gathers_a_recomputed_layer_again_for_its_recomputed_forward():
+    # DeepSpeed's module hooks gather on every forward, the recomputed one too: a share r of the blocks
+    # recomputed adds r gathers a layer to the two (forward, backward) of a run that keeps everything
+    gpt = Model(96, 12288, 96, vocab=51200, seq_len=2048)
+    a100 = Cluster.of("A100-80GB")
+    lay = Layout(1, 1, 768, 1, 768, zero_stage=3, fsdp_gather="tensor")
+    gathers = {share: predict(gpt, a100, replace(lay, recompute="full", recompute_share=share))
+               ["time_breakdown"]["zero3_gathers"] for share in (0.5, 1.0)}
+    kept = predict(gpt, a100, replace(lay, recompute="none"))["time_breakdown"]["zero3_gathers"]
+    one_gather = gathers[1.0] - gathers[0.5]
+    assert one_gather > 0
+    assert gathers[1.0] - kept == pytest.approx(2 * one_gather)
+    # FSDP's unit gathers once for recompute and backward: recomputing only lengthens what hides it
+    unit = replace(lay, fsdp_gather="unit")
+    assert (predict(gpt, a100, replace(unit, recompute="full"))["time_breakdown"]["zero3_gathers"]
+            <= predict(gpt, a100, replace(unit, recompute="none"))["time_breakdown"]["zero3_gathers"])
 
 
 def test_the_distributed_optimizer_hides_its_weight_gather_behind_the_first_forward():
