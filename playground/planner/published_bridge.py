@@ -23,7 +23,8 @@ from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gp
 from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
-__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row",
+__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "RECIPE", "SELECTIVE_MLA_UP", "SELECTIVE_NORM_MOE_ACT",
+           "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row",
            "archive_row"]
 
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
@@ -41,6 +42,13 @@ GPT_OSS_120B = gpt_oss(36, 128, "gpt-oss-120b")
 GPT_OSS_NOTE = "sliding windows of 128 on every other layer; attention sinks left out"
 NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
                  "(the recipe's recompute, not read, is what lets it run; full recomputation fits)")
+# a row whose performance recipe was read and matches the table's layout takes the recipe's recompute
+# (Megatron-Core's selective modules); its dispatcher and overlaps, also read, are Layout.today's here
+RECIPE = ("recompute from Megatron-Bridge {tag}'s performance recipe {config} (scripts/performance/configs/"
+          "{family}/), whose layout is the table's; its token dispatcher (all-to-all, not overlapped) is the "
+          "nominal one too")
+SELECTIVE_MLA_UP = dict(recompute="selective", recompute_modules=("mla_up_proj",))
+SELECTIVE_NORM_MOE_ACT = dict(recompute="selective", recompute_modules=("layernorm", "moe_act"))
 
 
 def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source=_BRIDGE,
@@ -99,11 +107,16 @@ MEGATRON_BRIDGE_B200 = (
                Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 661, 1667,
                "the FP8-CS figure (FP8-MX, in parentheses, 624)"),
     bridge_row("DeepSeekV3, 256 B200, PP 16 EP 8, FP8-MX", "B200", DEEPSEEK_V3_4K,
-               Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2139, 557,
-               "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a layer)"),
+               Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8", **SELECTIVE_MLA_UP),
+               2139, 557, "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a "
+               "layer); " + RECIPE.format(tag="v0.2.0", config="DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG",
+                                          family="deepseek")),
     bridge_row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", GPT_OSS_120B,
                Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=512), 8213, 223,
-               GPT_OSS_NOTE, NO_RECOMPUTE),
+               GPT_OSS_NOTE + "; the v0.2.0 recipe (GPT_OSS_120B_B200_BF16_BASE_CONFIG) is EP 64, not the table's "
+               "EP 8, and names layernorm and moe_act for recompute without the selective granularity, so "
+               "recomputes nothing (v0.2.1 turned them on); taken as read, no recompute",
+               NO_RECOMPUTE),
     bridge_row("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
                Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214),
     bridge_row("Qwen3_235B_a22B, 64 B200, PP 8 VP 2 EP 8, FP8-MX", "B200", QWEN3_235B,

@@ -30,7 +30,7 @@ from __future__ import annotations
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
-from playground.planner.published_bridge import NO_RECOMPUTE, archive_row
+from playground.planner.published_bridge import NO_RECOMPUTE, RECIPE, SELECTIVE_MLA_UP, archive_row
 from playground.planner.published_row import llama31
 from playground.planner.published_zoo import QWEN3_235B
 
@@ -62,7 +62,8 @@ MEGATRON_BRIDGE_2509 = (
     _row("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
          Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 664, 1676),
     _row("DeepSeekV3 (tokendrop), 256 B200, PP 16 EP 8, FP8-CS", "B200", DEEPSEEK_V3_4K,
-         Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2265, 589),
+         Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8", **SELECTIVE_MLA_UP),
+         2265, 589, RECIPE.format(tag="v0.1.0rc4", config="deepseek_v3_llm_pretrain.yaml, b200", family="deepseek")),
     _row("Qwen3_30B_a3B (tokendrop), 8 B200, EP 8, FP8-CS", "B200", QWEN3_30B,
          Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 18066, 416),
     _row("Qwen3_235B_a22B (tokendrop), 64 B200, PP 8 VP 2 EP 8, FP8-CS", "B200", QWEN3_235B,
