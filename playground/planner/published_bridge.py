@@ -16,6 +16,7 @@ has no NVL72 rack (72 GPUs on one NVLink domain).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
@@ -23,16 +24,17 @@ from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gp
 from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
-__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "RECIPE", "SELECTIVE_MLA_UP", "SELECTIVE_NORM_MOE_ACT",
-           "GPT_OSS_120B", "GPT_OSS_NOTE", "bridge_row",
+__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "Recipe", "SELECTIVE_MLA_UP", "SELECTIVE_MLA_UP_MLP",
+           "SELECTIVE_NORM_MOE_ACT", "TP_OVERLAP", "TP_OVERLAP_READ", "DSV3_B200_READ", "HYBRID_EP", "GPT_OSS_120B",
+           "GPT_OSS_NOTE", "bridge_row",
            "archive_row"]
 
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
            "performance-summary.md, 25.11 NeMo container, System: ")
 _BRIDGE_UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce")
 _BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence parallelism, TP/DP communication "
-                "overlap, gradient-reduction dtype not in the table (the recipes' settings, not read: "
-                "Layout.today's taken)")
+                "overlap, gradient-reduction dtype not in the table (Layout.today's taken, or the recipe's "
+                "where it was read and holds the table's layout: said below)")
 _MOE_NOTE = ("{routing}; token dispatcher and whether its all-to-alls hide behind another micro-batch's compute "
              "not stated (all-to-all unhidden taken, DeepEP and the overlap in the range); the host's time to launch "
              "a MoE layer not measured for this stack (" + MEGATRON_MOE_HOST + ")")
@@ -42,21 +44,41 @@ GPT_OSS_120B = gpt_oss(36, 128, "gpt-oss-120b")
 GPT_OSS_NOTE = "sliding windows of 128 on every other layer; attention sinks left out"
 NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
                  "(the recipe's recompute, not read, is what lets it run; full recomputation fits)")
-# a row whose performance recipe was read and matches the table's layout takes the recipe's recompute
-# (Megatron-Core's selective modules); its dispatcher and overlaps, also read, are Layout.today's here
-RECIPE = ("recompute from Megatron-Bridge {tag}'s performance recipe {config} (scripts/performance/configs/"
-          "{family}/), whose layout is the table's; its token dispatcher (all-to-all, not overlapped) is the "
-          "nominal one too")
+
+
+class Recipe(NamedTuple):
+    """The performance recipe behind a row (Megatron-Bridge's scripts/performance/configs at the release's
+    tag), read where it holds the table's layout: the settings the table leaves out that the model prices,
+    as ``Layout`` fields (the rest of the recipe's are the nominal ones), and what they are, in words.  The
+    table still does not state them, so each row's range keeps spanning them."""
+    tag: str
+    config: str
+    family: str
+    read: str
+    settings: dict
+
+    def note(self) -> str:
+        return (f"from Megatron-Bridge {self.tag}'s performance recipe {self.config} (scripts/performance/"
+                f"configs/{self.family}/), which holds the table's layout: {self.read}")
+
+
 SELECTIVE_MLA_UP = dict(recompute="selective", recompute_modules=("mla_up_proj",))
+SELECTIVE_MLA_UP_MLP = dict(recompute="selective", recompute_modules=("mla_up_proj", "mlp"))
 SELECTIVE_NORM_MOE_ACT = dict(recompute="selective", recompute_modules=("layernorm", "moe_act"))
+TP_OVERLAP = dict(tp_overlap="all")
+TP_OVERLAP_READ = "TP communication overlapped with the GEMMs (tp_comm_overlap, userbuffers), no recompute"
+DSV3_B200_READ = "MLA's up-projections recomputed (selective), the all-to-all dispatcher, not overlapped"
+HYBRID_EP = ("HybridEP (the flex dispatcher), priced as DeepEP: a token sent once to each node it reaches; "
+             "no recompute, the all-to-alls not overlapped")
 
 
 def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source=_BRIDGE,
-               stack="Megatron-Bridge"):
-    """One row of a Megatron-Bridge performance table (``source``: the page and release read)."""
+               stack="Megatron-Bridge", recipe: Recipe | None = None):
+    """One row of a Megatron-Bridge performance table (``source``: the page and release read), with the
+    settings of its ``recipe`` where one was read."""
     # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
     # over DDP without it and with it, never ZeRO-3)
-    layout = replace(layout, attention_kernel=TE_ATTENTION)
+    layout = replace(layout, attention_kernel=TE_ATTENTION, **(recipe.settings if recipe else {}))
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ()) + (("moe_launch",) if model.is_moe else ())
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
@@ -64,7 +86,7 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
                  else "FP8-CS (current scaling)")
     routing = _TOKEN_DROP if "tokendrop" in name else _DROPLESS
     notes = [_BRIDGE_NOTE.format(precision=precision)] + ([_MOE_NOTE.format(routing=routing)] if model.is_moe else []) \
-        + ([note] if note else [])
+        + ([note] if note else []) + ([recipe.note()] if recipe else [])
     return PublishedStackRun(name, stack + ("" if gpu == "H100" else f", {system}"), source + system,
                              gpu, model, layout, unstated, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
                              flop_count="model", note="; ".join(notes), memory_misfit=misfit,
@@ -81,8 +103,8 @@ def archive_row(release: str, held_out: bool = True):
     source = _ARCHIVE.format(release=release)
     stack = f"Megatron-Bridge {release}" + (" (held out)" if held_out else "")
 
-    def row(name, gpu, model, layout, tps, tflops, note="", misfit=""):
-        return bridge_row(f"{name}, {release}", gpu, model, layout, tps, tflops, note, misfit, source, stack)
+    def row(name, gpu, model, layout, tps, tflops, note="", misfit="", recipe=None):
+        return bridge_row(f"{name}, {release}", gpu, model, layout, tps, tflops, note, misfit, source, stack, recipe)
     return row
 
 
@@ -91,9 +113,12 @@ MEGATRON_BRIDGE = (
                Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14451, 744,
                "FSDP = 1: Megatron-FSDP over the 8 GPUs"),
     bridge_row("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", "H100", preset("llama3-70b"),
-               Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719),
+               Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1602, 719,
+               recipe=Recipe("v0.2.0", "LLAMA3_70B_H100_FP8_CS_BASE_CONFIG", "llama3", TP_OVERLAP_READ, TP_OVERLAP)),
     bridge_row("LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS", "H100", llama31("405b"),
-               Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737),
+               Layout.today(8, 8, 8, cp=2, micro_batch=1, global_batch=512, vpp=8, dtype="fp8"), 292, 737,
+               recipe=Recipe("v0.2.0", "LLAMA31_405B_H100_FP8_CS_BASE_CONFIG", "llama31", TP_OVERLAP_READ,
+                             TP_OVERLAP)),
     bridge_row("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
                Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
                "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml", NO_RECOMPUTE),
@@ -105,12 +130,14 @@ MEGATRON_BRIDGE_B200 = (
                "the FP8-CS figure (FP8-MX, in parentheses, 29,521)"),
     bridge_row("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
                Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 661, 1667,
-               "the FP8-CS figure (FP8-MX, in parentheses, 624)"),
+               "the FP8-CS figure (FP8-MX, in parentheses, 624)",
+               recipe=Recipe("v0.2.0", "LLAMA31_405B_B200_FP8_CS_BASE_CONFIG", "llama31", TP_OVERLAP_READ,
+                             TP_OVERLAP)),
     bridge_row("DeepSeekV3, 256 B200, PP 16 EP 8, FP8-MX", "B200", DEEPSEEK_V3_4K,
-               Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8", **SELECTIVE_MLA_UP),
-               2139, 557, "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a "
-               "layer); " + RECIPE.format(tag="v0.2.0", config="DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG",
-                                          family="deepseek")),
+               Layout.today(1, 16, 16, ep=8, micro_batch=1, global_batch=2048, dtype="fp8"), 2139, 557,
+               "61 layers on 16 stages as Megatron-Core places them (the embedding and the loss each a layer)",
+               recipe=Recipe("v0.2.0", "DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG", "deepseek", DSV3_B200_READ,
+                             SELECTIVE_MLA_UP)),
     bridge_row("GPT OSS 120B, 64 B200, EP 8, BF16", "B200", GPT_OSS_120B,
                Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=512), 8213, 223,
                GPT_OSS_NOTE + "; the v0.2.0 recipe (GPT_OSS_120B_B200_BF16_BASE_CONFIG) is EP 64, not the table's "

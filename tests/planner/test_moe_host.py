@@ -94,5 +94,6 @@ def test_a_host_floor_is_why_a_bigger_micro_batch_paid_megatron_bridge_so_much_o
     jump = {launch: p["tokens_per_s"][1] / p["tokens_per_s"][0] for launch, p in check["launches"].items()}
     assert jump["graphed"] < jump["grouped"] < four / one < jump["per_expert"]
     assert all(p["wait"][0] > p["wait"][1] for launch, p in check["launches"].items() if launch != "graphed")
-    assert {name.split(",")[0] for name, _, _ in check["moved"]} == {"Qwen3_30B_a3B", "Qwen3_30B_a3B (tokendrop)"}
+    # the 25.09 token-drop run on B200s graphs its layers (its recipe), so no host floor moves it
+    assert {name.split(",")[0] for name, _, _ in check["moved"]} == {"Qwen3_30B_a3B"}
     assert all(after < before for _, before, after in check["moved"])

@@ -100,15 +100,16 @@ def test_layouts_fit_the_memory_model_or_say_why_not(compared):
 
 
 def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(compared):
-    """Ten published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, Qwen3-30B-A3B at a
-    micro-batch of 4 on 8 B200s, and three of llm-foundry's MPT runs, each at the largest micro-batch
+    """Eleven published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, Qwen3-30B-A3B at a
+    micro-batch of 4 on 8 B200s, DeepSeek-V3 on 1,024 H100s with its recipe's recompute (25.09), and three
+    of llm-foundry's MPT runs, each at the largest micro-batch
     its table found to fit, its checkpointed layers' inputs kept on autocast's fp32 stream, and fms-fsdp's
     compiled 70B on H100s, 71% of its blocks recomputed as its counters read) count past the usable memory
     but inside the GPU's: each ran, so the planner says they fit, only tightly."""
     from playground.planner.replay import tight_runs
     tight = sorted(row.name for row, prediction, *_ in compared if prediction["memory"]["tight"])
     assert sorted(tight_runs()) == tight   # what chapter 5 prints: the Megatron-era rows add none
-    assert len(tight) == 10 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
+    assert len(tight) == 11 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
     assert sum(n.startswith("MPT-") for n in tight) == 3
     assert sum("B200" in n for n in tight) == 1   # Qwen3-30B-A3B at MBS 4 (26.04.01); DeepSeek-V3 recomputes
     # as its recipes do (25.11, 25.09)
