@@ -25,7 +25,8 @@ from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, Pu
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "Recipe", "SELECTIVE_MLA_UP", "SELECTIVE_MLA_UP_MLP",
-           "SELECTIVE_NORM_MOE_ACT", "TP_OVERLAP", "TP_OVERLAP_READ", "DSV3_B200_READ", "HYBRID_EP", "GPT_OSS_120B",
+           "SELECTIVE_NORM_MOE_ACT", "TP_OVERLAP", "TP_OVERLAP_READ", "DSV3_B200_READ", "HYBRID_EP", "NONE_PRICED",
+           "RECOMPUTES_NOTHING", "GPT_OSS_120B",
            "GPT_OSS_NOTE", "bridge_row",
            "archive_row"]
 
@@ -36,7 +37,8 @@ _BRIDGE_NOTE = ("{precision} on the linear layers; recompute, sequence paralleli
                 "overlap, gradient-reduction dtype not in the table (Layout.today's taken, or the recipe's "
                 "where it was read and holds the table's layout: said below)")
 _MOE_NOTE = ("{routing}; token dispatcher and whether its all-to-alls hide behind another micro-batch's compute "
-             "not stated (all-to-all unhidden taken, DeepEP and the overlap in the range); the host's time to launch "
+             "not in the table (the all-to-all unhidden taken unless a recipe read says otherwise, below; DeepEP and "
+             "the overlap in the range); the host's time to launch "
              "a MoE layer not measured for this stack (" + MEGATRON_MOE_HOST + ")")
 _DROPLESS = "dropless, the tokens force-balanced over the experts"
 _TOKEN_DROP = "token-drop (the table's 'tokendrop'): a capacity factor caps what each expert takes"
@@ -68,6 +70,9 @@ SELECTIVE_NORM_MOE_ACT = dict(recompute="selective", recompute_modules=("layerno
 TP_OVERLAP = dict(tp_overlap="all")
 TP_OVERLAP_READ = "TP communication overlapped with the GEMMs (tp_comm_overlap, userbuffers), no recompute"
 DSV3_B200_READ = "MLA's up-projections recomputed (selective), the all-to-all dispatcher, not overlapped"
+NONE_PRICED = "no recompute, the all-to-all dispatcher, not overlapped: the nominal reading"
+RECOMPUTES_NOTHING = ("its recipe recomputes nothing, yet the memory model counts more than the GPU holds: what it "
+                      "over-counts for this run is not known (full recomputation fits)")
 HYBRID_EP = ("HybridEP (the flex dispatcher), priced as DeepEP: a token sent once to each node it reaches; "
              "no recompute, the all-to-alls not overlapped")
 
@@ -127,7 +132,9 @@ MEGATRON_BRIDGE = (
 MEGATRON_BRIDGE_B200 = (
     bridge_row("LLAMA3_8B, 8 B200, FP8-CS", "B200", preset("llama3-8b"),
                Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 30624, 1576,
-               "the FP8-CS figure (FP8-MX, in parentheses, 29,521)"),
+               "the FP8-CS figure (FP8-MX, in parentheses, 29,521)",
+               recipe=Recipe("v0.2.0", "LLAMA3_8B_B200_FP8_CS_BASE_CONFIG", "llama3", "no recompute; the whole "
+                             "iteration CUDA-graphed (a dense model's launches are not priced)", {})),
     bridge_row("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
                Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 661, 1667,
                "the FP8-CS figure (FP8-MX, in parentheses, 624)",
@@ -145,7 +152,9 @@ MEGATRON_BRIDGE_B200 = (
                "recomputes nothing (v0.2.1 turned them on); taken as read, no recompute",
                NO_RECOMPUTE),
     bridge_row("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
-               Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214),
+               Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214,
+               recipe=Recipe("v0.2.0", "QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG", "qwen3", NONE_PRICED + "; the "
+                             "router and permutation CUDA-graphed (not the experts)", {})),
     bridge_row("Qwen3_235B_a22B, 64 B200, PP 8 VP 2 EP 8, FP8-MX", "B200", QWEN3_235B,
                Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484,
                "", NO_RECOMPUTE),

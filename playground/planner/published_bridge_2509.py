@@ -34,8 +34,9 @@ from __future__ import annotations
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
-from playground.planner.published_bridge import (DSV3_B200_READ, NO_RECOMPUTE, SELECTIVE_MLA_UP, SELECTIVE_MLA_UP_MLP,
-                                                 TP_OVERLAP, TP_OVERLAP_READ, Recipe, archive_row)
+from playground.planner.published_bridge import (DSV3_B200_READ, NO_RECOMPUTE, NONE_PRICED, RECOMPUTES_NOTHING,
+                                                 SELECTIVE_MLA_UP, SELECTIVE_MLA_UP_MLP, TP_OVERLAP, TP_OVERLAP_READ,
+                                                 Recipe, archive_row)
 from playground.planner.published_row import llama31
 from playground.planner.published_zoo import QWEN3_235B
 
@@ -54,7 +55,8 @@ def _recipe(family, model, gpu, read, settings):
 MEGATRON_BRIDGE_2509 = (
     _row("LLAMA3_8B, 8 H100, FSDP, FP8-CS", "H100", preset("llama3-8b"),
          Layout.today(1, 1, 8, micro_batch=1, global_batch=128, zero_stage=3, dtype="fp8"), 14079, 725,
-         "FSDP = 8: Megatron-FSDP over the 8 GPUs"),
+         "FSDP = 8: Megatron-FSDP over the 8 GPUs",
+         recipe=_recipe("llama3", "llama3_8b", "h100", "Megatron-FSDP, no recompute: the nominal reading", {})),
     _row("LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS", "H100", preset("llama3-70b"),
          Layout.today(4, 8, 2, micro_batch=1, global_batch=128, vpp=5, dtype="fp8"), 1619, 727,
          recipe=_recipe("llama3", "llama3_70b", "h100", TP_OVERLAP_READ, TP_OVERLAP)),
@@ -77,7 +79,9 @@ MEGATRON_BRIDGE_2509 = (
          recipe=_recipe("qwen3", "qwen3_235b_a22b", "h100", TP_OVERLAP_READ + ", the all-to-all dispatcher, not "
                         "overlapped", TP_OVERLAP)),
     _row("LLAMA3_8B, 8 B200, FP8-CS", "B200", preset("llama3-8b"),
-         Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 29994, 1544),
+         Layout.today(1, 1, 8, micro_batch=2, global_batch=128, dtype="fp8"), 29994, 1544,
+         recipe=_recipe("llama3", "llama3_8b", "b200", "no recompute; each layer CUDA-graphed (a dense model's "
+                        "launches are not priced)", {})),
     _row("LLAMA3.1_405B, 128 B200, TP 4 PP 8 CP 2 VP 8, FP8-CS", "B200", llama31("405b"),
          Layout.today(4, 8, 2, cp=2, micro_batch=1, global_batch=64, vpp=8, dtype="fp8"), 664, 1676,
          recipe=_recipe("llama31", "llama31_405b", "b200", TP_OVERLAP_READ, TP_OVERLAP)),
@@ -91,5 +95,5 @@ MEGATRON_BRIDGE_2509 = (
                         "all-to-all dispatcher, not overlapped", dict(moe_launch="graphed"))),
     _row("Qwen3_235B_a22B (tokendrop), 64 B200, PP 8 VP 2 EP 8, FP8-CS", "B200", QWEN3_235B,
          Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 4104, 607,
-         misfit=NO_RECOMPUTE),
+         misfit=RECOMPUTES_NOTHING, recipe=_recipe("qwen3", "qwen3_235b_a22b", "b200", NONE_PRICED, {})),
 )

@@ -40,7 +40,7 @@ from __future__ import annotations
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
-from playground.planner.published_bridge import (GPT_OSS_120B, GPT_OSS_NOTE, HYBRID_EP, SELECTIVE_MLA_UP_MLP,
+from playground.planner.published_bridge import (GPT_OSS_120B, GPT_OSS_NOTE, HYBRID_EP, NONE_PRICED, SELECTIVE_MLA_UP_MLP,
                                                  SELECTIVE_NORM_MOE_ACT, TP_OVERLAP, TP_OVERLAP_READ, Recipe,
                                                  archive_row)
 from playground.planner.published_row import llama31
@@ -94,5 +94,6 @@ MEGATRON_BRIDGE_2604 = (
          recipe=_recipe("qwen", "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1", HYBRID_EP + "; the attention, "
                         "router and permutation CUDA-graphed (not the experts)", dict(ep_dispatch="deepep"))),
     _row("Qwen3_235B_a22B, 256 B200, PP 8 EP 8, FP8-MX", "B200", QWEN3_235B,
-         Layout.today(1, 8, 32, ep=8, micro_batch=1, global_batch=8192, dtype="fp8"), 3776, 560),
+         Layout.today(1, 8, 32, ep=8, micro_batch=1, global_batch=8192, dtype="fp8"), 3776, 560,
+         recipe=_recipe("qwen", "QWEN3_235B_A22B_PRETRAIN_CONFIG_B200_FP8_MX_V2", NONE_PRICED, {})),
 )

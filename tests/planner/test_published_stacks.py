@@ -200,8 +200,8 @@ def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_th
 def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_ampere_ones_do_not():
     """Chapter 6's reading of the misses: on Hopper the ratio grows with the share of the step the
     layers' GEMMs and attention take (a rate: about 1.2x at the GEMMs' clock alone, 1.1x once the clock
-    beside collectives is counted), not with element-wise work or exposed communication; on Ampere it
-    follows exposed communication instead."""
+    beside collectives is counted), not with element-wise work or exposed communication; on Ampere not
+    with the tensor cores (what little relation there is, with exposed communication)."""
     from playground.planner.replay import miss_shares
     hopper, ampere = miss_shares("hopper"), miss_shares("ampere")
     correlation = hopper["correlation"]
@@ -254,6 +254,26 @@ def test_the_rows_read_this_session_are_read_as_their_tables_print_them():
     assert from_step_time == pytest.approx(llama.tokens_per_s_per_gpu, rel=3e-4)   # the step printed to 10 ms
 
 
+def test_bridge_rows_run_as_the_recipes_that_hold_their_layouts_and_say_so():
+    """Where Megatron-Bridge's performance recipe of a release holds a row's layout, the row takes what the
+    recipe sets that the table leaves out and the model prices, names the recipe in its note, and keeps
+    those settings in its range (the table still does not state them)."""
+    from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
+    from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
+    from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
+    rows = {row.name: row for row in MEGATRON_BRIDGE + MEGATRON_BRIDGE_B200 + MEGATRON_BRIDGE_2509 + MEGATRON_BRIDGE_2604}
+    read = [row for row in rows.values() if "performance recipe" in row.note]
+    assert len(read) == 25 and all(set(row.unstated) >= {"recompute", "tp_overlap"} for row in read)
+    assert all("v0.4.2" in row.note for row in MEGATRON_BRIDGE_2604)   # every 26.04.01 row's layout is its recipe's
+    dsv3 = rows["DeepSeekV3, 256 B200, PP 8 VP 2 EP 32, FP8-MX, 26.04.01"].layout
+    assert (dsv3.ep_dispatch, dsv3.ep_overlap, dsv3.recompute, dsv3.recompute_modules) == \
+        ("deepep", True, "selective", ("mla_up_proj", "mlp"))
+    llama = [row for name, row in rows.items() if name.startswith(("LLAMA3_70B", "LLAMA3.1_405B"))]
+    assert len(llama) == 8 and all(row.layout.tp_overlap == "all" for row in llama)
+    # a recipe that does not hold the table's layout is not taken: 25.11's gpt-oss recipe is EP 64
+    assert rows["GPT OSS 120B, 64 B200, EP 8, BF16"].layout.recompute == "none"
+
+
 def test_the_held_out_check_counts_what_the_issue_holds_it_to():
     """The held-out runs are held within +-25% and to fitting as read; the benchmark reports what the
     check counts from the same replay as the visible rows, and each held-out run is one of those rows.
@@ -272,8 +292,8 @@ def test_the_held_out_check_counts_what_the_issue_holds_it_to():
 
 
 def test_a_held_out_run_that_fits_only_with_a_setting_its_table_omits_is_counted_apart():
-    """Judged as read, two held-out runs keep every activation and find no room; with the recompute their
-    table leaves unstated they fit, and the check counts both ways."""
+    """Judged as read, a held-out run that finds no room (DeepSeek-V3 on B200s, even with its recipe's
+    recompute) fits with the recompute its table leaves unstated, and the check counts both ways."""
     from playground.planner.published_stacks import HELD_OUT
     from playground.planner.replay import held_out_table
     held = held_out_table()
