@@ -30,7 +30,7 @@ each row now takes what its recipe sets that the model prices and the table leav
 3.1 405B overlap their TP communication (0.86 -> 0.98, 0.87 -> 1.08); gpt-oss recomputes its norms and
 experts' activation (on B200s it then fits as read); Qwen3-30B-A3B runs HybridEP (priced as DeepEP: 0.88 ->
 1.56 on H100s, 1.22 -> 1.44 on B200s); Qwen3-235B-A22B on H100s overlaps its all-to-alls (0.80 -> 1.09);
-DeepSeek-V3 recomputes MLA's up-projections and the MLP and runs DeepEP overlapped (0.45 -> 1.27).  Four
+DeepSeek-V3 recomputes MLA's up-projections and the MLP and runs DeepEP overlapped (0.45 -> 1.26).  Four
 of ten within +-25% (six before), nine judged to fit as read (eight): run as their recipes ran them, the
 MoE rows come out faster still, which is where the model's MoE layer is optimistic.
 """

@@ -206,7 +206,7 @@ def _zero3(label, model, gpus, batch, micro, tflops):
             "(partition_parameters.py, _allgather_param): fsdp_gather 'tensor', 12 collectives a GPT layer, "
             "and freed each after use, so a GPU holds one tensor gathered at a time, not a layer; its module "
             "hooks gather again for the recomputed forward (DeepSpeed issue #4784): three gathers a layer. "
-            "First replays, with two gathers a layer: 1.23, 1.34, 1.21 (175B), 1.40, 1.49, 1.63 (530B)")
+            "Replayed with two gathers a layer, before the third was charged: 1.23, 1.34, 1.21 (175B), 1.40, 1.49, 1.63 (530B)")
     if batch == 2560:
         note += "; batch 2560 (starred in the table: larger than the other 530B rows, to fit)"
     return PublishedStackRun(f"GPT {label} ZeRO-3, {gpus:,} GPUs, micro-batch {micro}", "DeepSpeed ZeRO-3",
