@@ -43,7 +43,7 @@ PLANNER_FLOORS = (
     {"published_row"},
     {"published_foundry", "published_zoo", "published_megatron", "published_gemms", "published_fms"},
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
-    {"published_bridge"},  # its MoE rows reuse the shapes of the Model Zoo's and AutoModel's
+    {"published_bridge", "published_bridge_ab"},  # their MoE rows reuse the shapes of the Model Zoo's and AutoModel's
     {"published_bridge_2509", "published_bridge_2604"},  # other releases' tables, read with the same row builder
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range", "mfu_ceiling"},

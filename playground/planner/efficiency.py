@@ -102,6 +102,15 @@ _SOURCES = {
                          "none of it predicts (https://github.com/NVIDIA/dgxc-benchmarking, v25.01), while Megatron-LM's "
                          "own weak-scaling runs with it (--tp-comm-overlap, GPT 7.1B-462B on H100s, README of July "
                          "2024) ran about as fast as hiding all of it predicts: the spread, 0-1",
+    "ep_overlap_hidden": "published measurement: the share of an overlapped expert-parallel all-to-all's covered "
+                         "time (what the paired micro-batch's compute covers) that the overlap takes off the step.  "
+                         "Megatron-Bridge's Nsight comparison of Megatron-Core's EP overlap "
+                         "(overlap_moe_expert_parallel_comm; Qwen3-30B-A3B, 16 H100s, BF16, EP 16, HybridEP, "
+                         "2026-07-25): communication concurrent with GEMMs and attention rose from 0.11% to 36.55% "
+                         "of its time, and the step fell from 24.71 s to 20.99 s, about that hidden time "
+                         "(skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md, https://github.com/NVIDIA-NeMo/"
+                         "Megatron-Bridge); 0.3655 taken.  DeepSeek-V3's DualPipe is reported to hide its "
+                         "all-to-alls fully (arXiv:2412.19437 Sec. 3.2.1): the spread's high end, 1",
     "comm_sms": "published: NCCL's maintainer, 'NCCL uses the minimal number of SMs to achieve the performance "
                 "of the platform ... on DGX with 8 NICs ... it would use 16 SMs' and 'NCCL CTAs won't share an SM "
                 "with compute kernels', https://github.com/NVIDIA/nccl/issues/689; NVLink SHARP reaches peak "
@@ -205,6 +214,7 @@ _SPREAD = {
     "power_exponent": (0.68, 1.05),  # the Scale Atlas's 10 ... 15 % lost at 600 W
     "comm_sms": (6, 20),          # NVLink SHARP ... DeepSeek-V3's all-to-all
     "tp_overlap_hidden": (0.0, 1.0),  # TE's TP overlap in NVIDIA's recipes ... torchtitan's async TP
+    "ep_overlap_hidden": (0.3655, 1.0),  # Megatron-Core's EP overlap under Nsight ... DualPipe as reported
     "attention_fa2": (0.50, 0.73),   # the FA2 abstract's range on A100
     "attention_fa1": (0.25, 0.40),   # the FA2 abstract's range for FlashAttention-1
     "attention_fa2_hopper": (0.26, 0.33),  # FA2 on H100 at 1K ... 16K tokens (FA3 paper's figures)
@@ -240,6 +250,7 @@ class Efficiency:
     power_exponent: float = 0.87  # tensor-core throughput ~ (power cap / TDP)^x when capped below TDP
     comm_sms: int = 16        # SMs an overlapped NCCL collective takes from the compute beside it
     tp_overlap_hidden: float = 1.0  # share of an overlapped TP collective's covered time the overlap hides
+    ep_overlap_hidden: float = 0.3655  # the same for an overlapped EP all-to-all (Megatron-Core's, measured)
     attention_fa2: float = 0.55         # fused attention, fraction of dense peak on the FLOPs it executes
     attention_fa1: float = 0.325        # FlashAttention-1 and its Triton port (2022-23)
     attention_fa2_hopper: float = 0.32  # FlashAttention-2 on Hopper (no wgmma/TMA)

@@ -6,8 +6,9 @@ HSDP on A100s and H100s), Megatron-Bridge's performance summary (``published_bri
 (``published_zoo``: Qwen3-235B-A22B with expert parallelism on H100s; DeepSeek-V3 on H800s), the ZeRO-3 rows of Narayanan
 et al. 2021 Table 2, OPT-175B (FSDP + TP 8), llm-foundry's MPT sweep (``published_foundry``: Composer's FSDP
 on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s), NeMo's
-benchmarks (``published_nemo``: Megatron-Core on H100s) and Megatron-LM's weak-scaling table
-(``published_megatron``: GPT 1.7B-462B on H100s).  Every row keeps apart:
+benchmarks (``published_nemo``: Megatron-Core on H100s), Megatron-LM's weak-scaling table
+(``published_megatron``: GPT 1.7B-462B on H100s) and Megatron-Bridge's measured A/B of its EP overlap
+(``published_bridge_ab``: Qwen3-30B-A3B on 16 H100s, the overlap off and on).  Every row keeps apart:
 
 * what the source states: the numbers quoted exactly, the page and the commit or date read;
 * ``unstated``: the ``Layout`` fields the source does not give (the value in the row is then the
@@ -31,6 +32,7 @@ from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_megatron import MEGATRON_WEAK_SCALING
 from playground.planner.published_automodel import AUTOMODEL, AUTOMODEL_2604
 from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
+from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
 from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
@@ -38,7 +40,7 @@ from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
 from playground.planner.published_row import PublishedStackRun, llama31, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200",
-           "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
+           "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "BRIDGE_EP_OVERLAP_AB", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
            "HELD_OUT_FIRST_REPLAY", "MOE_MODEL_ZOO",
            "ZERO3_TABLE2", "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
@@ -253,4 +255,4 @@ HELD_OUT_FIRST_REPLAY = {
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
     + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
-    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2509 + tuple(run for runs in HELD_OUT.values() for run in runs)
+    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2509 + BRIDGE_EP_OVERLAP_AB + tuple(run for runs in HELD_OUT.values() for run in runs)

@@ -187,7 +187,7 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     backward = fwd["gemm_backward"] + 2 * fwd["elementwise"] + fwd["ring_merge_backward"] \
         + (2.5 if layout.flash_attention else 2.0) * fwd["attention"]
     if ep and layout.ep_overlap:   # paired with another micro-batch's pass: its compute hides them
-        ep = overlapped(ep, f + backward + recompute, gpu, eff)
+        ep = overlapped(ep, f + backward + recompute, gpu, eff, eff.ep_overlap_hidden)
     # the host launches a MoE layer's kernels while the GPU runs earlier ones; the dispatcher's host sync
     # lets it run no further ahead than the layer, so the GPU waits for whatever of the launching outlasts
     # the layer's device time

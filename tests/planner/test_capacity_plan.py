@@ -205,7 +205,7 @@ def test_inferred_shape_is_todays_and_keeps_the_parameter_count():
 
 def test_fantasy_plans_are_flagged():
     warn = lambda **kw: " | ".join(cp.plan(**kw)["warnings"])  # noqa: E731
-    assert "the most any of the 64 published bf16 runs on Hopper GPUs" in \
+    assert "the most any of the 66 published bf16 runs on Hopper GPUs" in \
         warn(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
     assert "the highest published for a run of 10,000+ GPUs" in warn(params=7e11, tokens=1e13, gpus=16384, mfu=0.6)
     assert "tokens per parameter" in warn(params=70e9, tokens=100e9, gpus=64, mfu=0.4)
