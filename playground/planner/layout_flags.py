@@ -111,7 +111,8 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "H200 (default: grouped)")
     lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
                      "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
-                     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe) (default: off)")
+                     "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe): of what that compute covers, "
+                     f"{EFFICIENCY.ep_overlap_hidden * 100:.0f}%% hidden, as Nsight measured Megatron-Core's (default: off)")
     lay.add_argument("--p2p-overlap", action=_BOOL, default=None, help="with --vpp > 1, run each model chunk's "
                      "pipeline sends and receives behind the next chunk's compute (Megatron-Core's overlap_p2p_comm, "
                      "on whenever the schedule is interleaved; torch.distributed.pipelining posts its receives ahead); "

@@ -183,8 +183,8 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "Qwen3-30B-A3B's 16 local experts one by one made its layer 4.3x slower there (a host sync alone: 1.06x; "
            "chapter 6); your stack's own launch cost is not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
            "ran twice as fast token-drop in 25.09 as dropless in 25.11, same layouts; read the time as optimistic, "
-           "even if your stack groups its experts' GEMMs, dispatches with DeepEP, overlaps the all-to-alls or graphs "
-           "the layer: Megatron-Bridge's runs that did, read as their recipes ran them, ran slower than predicted too"),
+           "even if your stack groups its experts' GEMMs, dispatches with DeepEP or HybridEP or graphs the layer: "
+           "Megatron-Bridge's runs that did, read as their recipes ran them, ran slower than predicted too"),
           ("a sequence beyond 64K tokens", lambda m, c, l: m.seq_len > 65536,
            "what long-context attention loses beyond its kernel's rate and the CP ring's messages and merges is not modelled"),
           ("ZeRO-3 / FSDP on Hopper GPUs at their full power", _full_power_fsdp_on_hopper,
