@@ -94,7 +94,9 @@ DEEPSEEK_V3 = PublishedStackRun(
     ("micro_batch", "grad_reduce", "fp8_weight_cache"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
     note=("the whole pre-training's average (batch ramp, the MTP module, any downtime included; the model takes "
           "batch 15,360 and no MTP); DualPipe taken as 1F1B with the all-to-alls behind the paired micro-batch "
-          "(ep_overlap; its smaller bubble not modelled); DeepEP with node-limited routing (each token to at "
+          "(ep_overlap, credited with the share Megatron-Core's overlap was measured hiding, ep_overlap_hidden: "
+          "the report says DualPipe hides them fully, the constant's spread reaches that; its smaller bubble not "
+          "modelled); DeepEP with node-limited routing (each token to at "
           "most 4 nodes: the config's n_group 8, topk_group 4); RMSNorm, the MLA up-projections and the "
           "MoE SwiGLU's output recomputed (Megatron-Core's modules layernorm, mla_up_proj, moe_act) and the "
           "linear layers' inputs cached in FP8 (Sec. 3.3.4: fp8_activations; the attention output's E5M6 "
