@@ -22,7 +22,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "RECOMPUTE_SHARES",
+           "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "RECOMPUTE_SHARES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -34,6 +34,7 @@ CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
 MOE_LAUNCH = ("grouped", "per_expert", "graphed")
+MOE_PROBS = ("activation", "combine")
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75)  # the shares of the blocks recomputed whole that the planner tries below all
 
 
@@ -118,6 +119,11 @@ class Layout:
                                      # expert matrix one grouped GEMM: torch._grouped_mm, DeepGEMM), per_expert (each
                                      # local expert's GEMMs and activation launched from Python, an eager loop over
                                      # experts) or graphed (the layer replayed from a CUDA graph: nothing to launch)
+    moe_probs: str = "activation"    # where the router's weights scale a routed copy (memory.py): activation (inside
+                                     # the experts' activation, so no expert output is kept: Megatron-Core since
+                                     # v0.13's memory-efficient permutation, NeMo AutoModel) | combine (on each
+                                     # expert's output as the combine sums them, which keeps it, h wide, for the
+                                     # weights' gradient: Megatron-Core before v0.13)
     ep_overlap: bool = False         # EP all-to-alls of one micro-batch behind another's compute (Megatron-Core's
                                      # --overlap-moe-expert-parallel-comm, the Model Zoo's "1F1B A2A overlap";
                                      # DeepSeek-V3's DualPipe)
@@ -215,6 +221,7 @@ class Layout:
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.autocast_fp32 and not self.fp32_gather, "autocast over fp32 weights"),
                                          (self.fp8_activations, "FP8 activations"),
+                                         (self.moe_probs == "combine", "expert outputs kept"),
                                          (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
                                           "FP8 weights cast every micro-batch"),
                                          (not self.loss_fp32, "bf16 loss"),

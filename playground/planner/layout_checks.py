@@ -11,7 +11,7 @@ import math
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
-from playground.planner.layout import (CP_METHODS, DTYPES, KERNELS, MOE_LAUNCH, RECOMPUTE, RECOMPUTE_MODULES,
+from playground.planner.layout import (CP_METHODS, DTYPES, KERNELS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE, RECOMPUTE_MODULES,
                                        TP_OVERLAP, Layout)
 
 __all__ = ["check_layout", "check_recompute_modules"]
@@ -84,6 +84,9 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"EP={layout.ep} does not divide the {model.experts} experts")
     if not model.is_moe and (layout.expert_tp not in (None, layout.tp) or layout.moe_imbalance != 1):
         raise PlanError("expert TP and MoE imbalance need a mixture-of-experts model (this one is dense)")
+    if not model.is_moe and layout.moe_probs != "activation":
+        raise PlanError("--moe-probs says where a router's weights scale its experts' outputs: it needs a "
+                        "mixture-of-experts model (this one is dense)")
     if layout.expert_tp is not None and (layout.expert_tp < 1 or layout.tp % layout.expert_tp):
         raise PlanError(f"expert TP={layout.expert_tp} must be a whole number dividing TP={layout.tp}")
     if layout.expert_tp_degree == layout.tp and (layout.dp * layout.cp) % layout.ep:
@@ -127,6 +130,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"loss_kernel must be upcast, megatron or fused, got {layout.loss_kernel!r}")
     if layout.moe_launch not in MOE_LAUNCH:
         raise PlanError(f"moe_launch must be one of {', '.join(MOE_LAUNCH)}, got {layout.moe_launch!r}")
+    if layout.moe_probs not in MOE_PROBS:
+        raise PlanError(f"moe_probs must be one of {', '.join(MOE_PROBS)}, got {layout.moe_probs!r}")
     if layout.ep_dispatch not in ("alltoall", "deepep"):
         raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):

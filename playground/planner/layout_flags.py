@@ -8,7 +8,7 @@ import argparse
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, MOE_LAUNCH
+from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, MOE_PROBS
 from playground.planner.flag_values import number, whole
 from playground.planner.step_range import SETTINGS
 
@@ -109,6 +109,11 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      f"{MOE_EXPERT_KERNELS} more a local expert) or graphed (the layer replayed from a CUDA graph: "
                      f"none); each kernel {EFFICIENCY.host_kernel_s * 1e6:.0f} us of host time, as measured on an "
                      "H200 (default: grouped)")
+    lay.add_argument("--moe-probs", choices=MOE_PROBS, help="where the router's weights scale each routed copy, "
+                     "which decides what a MoE layer keeps for backward: activation (inside the experts' activation, "
+                     "no expert output kept: Megatron-Core since v0.13, NeMo AutoModel) or combine (on each expert's "
+                     "output as the combine sums them, which keeps it: Megatron-Core before v0.13) "
+                     "(default: activation)")
     lay.add_argument("--ep-overlap", action=_BOOL, default=None, help="hide each MoE layer's all-to-alls behind "
                      "another micro-batch's compute, its forward paired with the other's backward (Megatron-Core's "
                      "--overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe): of what that compute covers, "
@@ -166,7 +171,7 @@ def layout_knobs(opts) -> dict:
                             f"with --recompute {opts.recompute}")
         knobs["recompute"], knobs["recompute_share"] = "full", _share(share)
     for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
-                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "ep_overlap", "p2p_overlap",
+                "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "moe_probs", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)

@@ -111,7 +111,7 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
 
 
 def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0,
-                     modules: tuple = (), fp8: bool = False) -> tuple[float, float]:
+                     modules: tuple = (), fp8: bool = False, probs: str = "activation") -> tuple[float, float]:
     """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
     parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's.
     ``modules``: Megatron-Core's selective recompute modules, whose outputs (``layernorm``: the
@@ -119,7 +119,11 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what the
     linear layers read is kept in FP8, 1 byte (DeepSeek-V3: the norms' outputs, MLA's latents, the
     dispatched copies, the MLP's inputs and products); Q, K, V, the attention output, the residual
-    stream and the router's logits stay as they were."""
+    stream and the router's logits stay as they were.  ``probs``: where the router's weights scale a
+    routed copy (``Layout.moe_probs``): inside the experts' activation, which keeps nothing more
+    (Megatron-Core since v0.13, ``experts.py``'s ``activation_func_with_probs``; its combine unpermutes
+    without them), or on each expert's output at the combine, which keeps that output (h wide) for the
+    weights' gradient."""
     h, a, k = model.hidden, model.heads, model.kv_head_count
     d, dv = model.head_size, model.value_head_size
     lin = 1 if fp8 else BYTES                           # bytes of one saved element a linear layer reads
@@ -135,7 +139,8 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
         if "moe" not in modules:
             whole += 4 * model.experts                  # the router's fp32 logits
             act = lin * model.expert_width if "moe_act" in modules else 0
-            split += imbalance * model.top_k * ((lin + BYTES) * h + mlp(model.expert_width) - act)
+            output = BYTES * h if probs == "combine" else 0   # each expert's output, kept for the weights
+            split += imbalance * model.top_k * (lin * h + output + mlp(model.expert_width) - act)
         if model.shared_width and not {"moe", "shared_experts"} & set(modules):
             split += mlp(model.shared_width)            # dispatched copy, its MLP, its output; the shared MLP
     elif "mlp" not in modules:
@@ -164,7 +169,7 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
             + 4 * model.heads * tokens / t + stream
     modules = layout.selective_modules
     whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules,
-                                    layout.fp8_activations)
+                                    layout.fp8_activations, layout.moe_probs)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row

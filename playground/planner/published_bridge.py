@@ -24,9 +24,9 @@ from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gp
 from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, llama31
 from playground.planner.published_zoo import QWEN3_235B
 
-__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "NO_RECOMPUTE", "Recipe", "SELECTIVE_MLA_UP", "SELECTIVE_MLA_UP_MLP",
+__all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "Recipe", "SELECTIVE_MLA_UP", "SELECTIVE_MLA_UP_MLP",
            "SELECTIVE_NORM_MOE_ACT", "TP_OVERLAP", "TP_OVERLAP_READ", "DSV3_B200_READ", "HYBRID_EP", "NONE_PRICED",
-           "RECOMPUTES_NOTHING", "GPT_OSS_120B",
+           "GPT_OSS_120B",
            "GPT_OSS_NOTE", "bridge_row",
            "archive_row"]
 
@@ -44,8 +44,6 @@ _DROPLESS = "dropless, the tokens force-balanced over the experts"
 _TOKEN_DROP = "token-drop (the table's 'tokendrop'): a capacity factor caps what each expert takes"
 GPT_OSS_120B = gpt_oss(36, 128, "gpt-oss-120b")
 GPT_OSS_NOTE = "sliding windows of 128 on every other layer; attention sinks left out"
-NO_RECOMPUTE = ("no recompute stated: the memory model keeps every activation of the in-flight micro-batches "
-                 "(the recipe's recompute, not read, is what lets it run; full recomputation fits)")
 
 
 class Recipe(NamedTuple):
@@ -71,8 +69,6 @@ TP_OVERLAP = dict(tp_overlap="all")
 TP_OVERLAP_READ = "TP communication overlapped with the GEMMs (tp_comm_overlap, userbuffers), no recompute"
 DSV3_B200_READ = "MLA's up-projections recomputed (selective), the all-to-all dispatcher, not overlapped"
 NONE_PRICED = "no recompute, the all-to-all dispatcher, not overlapped: the nominal reading"
-RECOMPUTES_NOTHING = ("its recipe recomputes nothing, yet the memory model counts more than the GPU holds: what it "
-                      "over-counts for this run is not known (full recomputation fits)")
 HYBRID_EP = ("HybridEP (the flex dispatcher), priced as DeepEP: a token sent once to each node it reaches; "
              "no recompute, the all-to-alls not overlapped")
 
@@ -126,7 +122,7 @@ MEGATRON_BRIDGE = (
                              TP_OVERLAP)),
     bridge_row("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
                Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
-               "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml", NO_RECOMPUTE),
+               "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml; no recompute stated (none taken)"),
 )
 
 MEGATRON_BRIDGE_B200 = (
@@ -149,13 +145,12 @@ MEGATRON_BRIDGE_B200 = (
                Layout.today(1, 1, 64, ep=8, micro_batch=4, global_batch=512), 8213, 223,
                GPT_OSS_NOTE + "; the v0.2.0 recipe (GPT_OSS_120B_B200_BF16_BASE_CONFIG) is EP 64, not the table's "
                "EP 8, and names layernorm and moe_act for recompute without the selective granularity, so "
-               "recomputes nothing (v0.2.1 turned them on); taken as read, no recompute",
-               NO_RECOMPUTE),
+               "recomputes nothing (v0.2.1 turned them on); taken as read, no recompute"),
     bridge_row("Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX", "B200", QWEN3_30B,
                Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=512, dtype="fp8"), 9299, 214,
                recipe=Recipe("v0.2.0", "QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG", "qwen3", NONE_PRICED + "; the "
                              "router and permutation CUDA-graphed (not the experts)", {})),
     bridge_row("Qwen3_235B_a22B, 64 B200, PP 8 VP 2 EP 8, FP8-MX", "B200", QWEN3_235B,
                Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484,
-               "", NO_RECOMPUTE),
+               "no recompute stated (none taken)"),
 )

@@ -34,7 +34,7 @@ from __future__ import annotations
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B
-from playground.planner.published_bridge import (DSV3_B200_READ, NO_RECOMPUTE, NONE_PRICED, RECOMPUTES_NOTHING,
+from playground.planner.published_bridge import (DSV3_B200_READ, NONE_PRICED,
                                                  SELECTIVE_MLA_UP, SELECTIVE_MLA_UP_MLP, TP_OVERLAP, TP_OVERLAP_READ,
                                                  Recipe, archive_row)
 from playground.planner.published_row import llama31
@@ -72,7 +72,7 @@ MEGATRON_BRIDGE_2509 = (
                         dict(SELECTIVE_MLA_UP_MLP, ep_dispatch="deepep", ep_overlap=True, overlap_grad_reduce=False))),
     _row("Qwen3_30B_a3B (tokendrop), 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
          Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 10494, 241,
-         misfit=NO_RECOMPUTE),
+         "no recompute stated (none taken)"),
     _row("Qwen3_235B_a22B (tokendrop), 256 H100, TP 2 PP 8 VP 4 EP 32, FP8-CS", "H100", QWEN3_235B,
          Layout.today(2, 8, 16, ep=32, expert_tp=1, micro_batch=1, global_batch=2048, vpp=4, dtype="fp8"),
          1204, 178, _ETP,
@@ -95,5 +95,5 @@ MEGATRON_BRIDGE_2509 = (
                         "all-to-all dispatcher, not overlapped", dict(moe_launch="graphed"))),
     _row("Qwen3_235B_a22B (tokendrop), 64 B200, PP 8 VP 2 EP 8, FP8-CS", "B200", QWEN3_235B,
          Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 4104, 607,
-         misfit=RECOMPUTES_NOTHING, recipe=_recipe("qwen3", "qwen3_235b_a22b", "b200", NONE_PRICED, {})),
+         recipe=_recipe("qwen3", "qwen3_235b_a22b", "b200", NONE_PRICED, {})),
 )

@@ -8,7 +8,10 @@ global batch 1024, the tokens force-balanced over the experts, the flex dispatch
 Transformer Engine's CUDA graphs over the router and the dispatch's preprocessing only (the dispatch and
 the experts launched eagerly: ``moe_launch="grouped"``), weight gradients not delayed.  Steady step times:
 24.7138 s with the overlap off, 20.9920 s with it on (the independent validation run; the search run
-21.0725 s), and rank 0 peaked at 62.166 GiB allocated (the memory model counts 62.5).
+21.0725 s), and rank 0 peaked at 62.166 GiB allocated.  The memory model counts 56.5 GiB, keeping what
+Megatron-Core keeps since v0.13 (no expert output: ``Layout.moe_probs``); HybridEP's buffers and the
+CUDA graphs' pools, which it does not count, may make the rest (with each expert's output kept it
+would count 62.5).
 
 Nsight Systems on rank 0 read the mechanism: communication concurrent with GEMMs and attention rose
 from 9 ms (0.11% of the communication time) to 3,959 ms (36.55%), and the GPU's busy time fell from
@@ -35,7 +38,8 @@ _NOTE = ("BF16; HybridEP (the flex dispatcher), priced as DeepEP: a token sent o
          "tokens force-balanced, none dropped; CUDA graphs over the router and the dispatch's preprocessing "
          "only (not priced: the host waits on none of this layout's layers); recompute, the distributed optimizer "
          "and the gradient reduction not stated (none, Megatron's distributed optimizer and fp32 taken: with "
-         "them the memory model counts 62.5 GiB, and rank 0 peaked at 62.166 GiB allocated)")
+         "them the memory model counts 56.5 GiB, and rank 0 peaked at 62.166 GiB allocated; HybridEP's buffers "
+         "and the graphs' pools are not counted)")
 _UNSTATED = ("recompute", "distributed_optimizer", "overlap_grad_reduce", "grad_reduce")
 
 

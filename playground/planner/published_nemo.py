@@ -127,6 +127,8 @@ def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp
                              p2p="behind compute" if p2p_overlap else "waited on",
                              dtype="FP8 on the linear layers" if dtype == "fp8" else "BF16",
                              dropout="; dropout 0.1" if layout.dropout else "")
+    if model.is_moe:   # a container of 2024: Megatron-Core before v0.13 weighted the experts' outputs at the combine
+        note += "; the routing weights scale each expert's output at the combine, which keeps it (moe_probs combine)"
     return PublishedStackRun(label, "DGX Cloud benchmarking (NeMo)", _DGXC + folder, "H100", model, layout, (),
                              step_time_s=step_s, note=note, cite="nvidia2024dgxcbenchmarking")
 
@@ -158,7 +160,7 @@ _DGXC_SERIES = (
     (_GPT3_175B_DGXC, "nemo_megatron/", _NEMO_2405, 4, 8, 1, 1, 12, 1, "none", "all", True, {"dropout": True},
      ((128, 256, 8.91, 5.92), (2048, 4096, 9.02, 6.24))),
     # padded to a capacity factor of 1 (moe_pad_expert_input_to_capacity): every expert gets its share exactly
-    (_GROK1, "grok1/", _NEMO_DEV, 4, 8, 2, 8, 8, 1, "none", "none", True, {},
+    (_GROK1, "grok1/", _NEMO_DEV, 4, 8, 2, 8, 8, 1, "none", "none", True, {"moe_probs": "combine"},
      ((512, 1024, 20.83, 16.69), (2048, 4096, 21.09, 17.04))),
 )
 NEMO_2409_DGXC = tuple(_dgxc_row(*series[:13], gpus, batch, dtype, step)

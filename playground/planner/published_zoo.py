@@ -90,8 +90,9 @@ DEEPSEEK_V3 = PublishedStackRun(
     preset("deepseek-v3"),
     Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, zero_stage=1, dtype="fp8",
                  ep_dispatch="deepep", ep_overlap=True, recompute="selective",
-                 recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True),
-    ("micro_batch", "grad_reduce", "fp8_weight_cache"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
+                 recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True,
+                 moe_probs="combine"),
+    ("micro_batch", "grad_reduce", "fp8_weight_cache", "moe_probs"), tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
     note=("the whole pre-training's average (batch ramp, the MTP module, any downtime included; the model takes "
           "batch 15,360 and no MTP); DualPipe taken as 1F1B with the all-to-alls behind the paired micro-batch "
           "(ep_overlap, credited with the share Megatron-Core's overlap was measured hiding, ep_overlap_hidden: "
@@ -100,5 +101,7 @@ DEEPSEEK_V3 = PublishedStackRun(
           "most 4 nodes: the config's n_group 8, topk_group 4); RMSNorm, the MLA up-projections and the "
           "MoE SwiGLU's output recomputed (Megatron-Core's modules layernorm, mla_up_proj, moe_act) and the "
           "linear layers' inputs cached in FP8 (Sec. 3.3.4: fp8_activations; the attention output's E5M6 "
-          "counted in bf16); the EMA kept on the CPU (nothing on the GPU); micro-batch not stated (1 taken)"),
+          "counted in bf16); HAI-LLM's MoE is not public: each expert's output taken as kept for the routing "
+          "weights' gradient, as a combine that weights them keeps it (moe_probs combine; Megatron-Core since v0.13 "
+          "weights them inside the activation instead, keeping less); the EMA kept on the CPU (nothing on the GPU); micro-batch not stated (1 taken)"),
     cite="deepseek2024v3")

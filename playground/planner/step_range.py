@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
+from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, MOE_PROBS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
@@ -54,7 +54,8 @@ SETTINGS = {
     "moe_imbalance": (1.0, 1.25, 1.5),
     "ep_dispatch": ("alltoall", "deepep"),
     "ep_overlap": (False, True),
-    "moe_launch": MOE_LAUNCH,          # the experts' GEMMs as one kernel, one by one from Python, or graphed
+    "moe_launch": MOE_LAUNCH,
+    "moe_probs": MOE_PROBS,            # where the router's weights scale a routed copy (memory only)          # the experts' GEMMs as one kernel, one by one from Python, or graphed
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "grad_reduce": ("bf16", "fp32"),
@@ -100,8 +101,8 @@ def setting_choices(model: Model, layout: Layout, field: str) -> list:
             if layout.zero_stage == 3 else [layout.shard_group]
     elif field == "sequence_parallel" and layout.tp == 1:
         values = [False]
-    elif field == "moe_launch" and not model.is_moe:
-        values = [layout.moe_launch]
+    elif field in ("moe_launch", "moe_probs") and not model.is_moe:
+        values = [getattr(layout, field)]
     else:
         values = SETTINGS[field]
     return [v for v in values if _valid(model, replace(layout, **{FIELD.get(field, field): v}))]

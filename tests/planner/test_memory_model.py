@@ -153,30 +153,54 @@ def test_megatron_selective_default_is_the_attention_core():
 def test_recomputed_modules_keep_none_of_what_they_recompute():
     """Per token of one GPU (TP 2 with SP, so every saved tensor is halved): layernorm drops both
     norms' outputs (2 h x 2 B), moe_act each dispatched copy's activation (k f x 2 B), moe the whole
-    expert part, its dispatched copies and router logits included."""
+    expert part, its dispatched copies and router logits included (and, where the combine weights the
+    experts' outputs, those outputs too)."""
     base = Layout.today(tp=2, recompute="selective", ep=8, dp=8)
     tokens, h, k, f = 4096, 4096, 8, 1536
     keep = lambda mods: layer_activation_bytes(QWEN3_MOE, replace(base, recompute_modules=mods), moe=True)  # noqa: E731
     core = keep(("core_attn",))
     assert core - keep(("core_attn", "layernorm")) == pytest.approx(tokens * 2 * h * 2 / 2)
     assert core - keep(("core_attn", "moe_act")) == pytest.approx(tokens * k * f * 2 / 2)
-    assert core - keep(("core_attn", "moe")) == pytest.approx(tokens * (k * (2 * 2 * h + 3 * 2 * f) + 4 * 128) / 2)
+    assert core - keep(("core_attn", "moe")) == pytest.approx(tokens * (k * (2 * h + 3 * 2 * f) + 4 * 128) / 2)
+    combine = replace(base, recompute_modules=("core_attn", "moe"), moe_probs="combine")
+    assert layer_activation_bytes(QWEN3_MOE, combine, moe=True) == keep(("core_attn", "moe"))
 
 
-def test_the_model_zoos_pp32_run_fits_once_its_norms_and_activations_are_recomputed():
+def test_a_combine_that_weights_the_experts_outputs_keeps_each_of_them():
+    """Megatron-Core since v0.13 scales each routed copy by its router weight inside the experts'
+    activation (``activation_func_with_probs``) and unpermutes without the weights, so nothing past
+    the experts' own inputs is kept; a combine that weights the outputs keeps each of them (h wide,
+    2 B) for the weights' gradient: k h x 2 B a token more, halved by TP 2."""
+    lay = Layout.today(tp=2, recompute="selective", ep=8, dp=8)
+    tokens, h, k = 4096, 4096, 8
+    inside = layer_activation_bytes(QWEN3_MOE, lay, moe=True)
+    assert lay.moe_probs == "activation"
+    assert layer_activation_bytes(QWEN3_MOE, replace(lay, moe_probs="combine"), moe=True) - inside == \
+        pytest.approx(tokens * k * h * 2 / 2)
+    with pytest.raises(PlanError, match="needs a mixture-of-experts model"):
+        memory_per_gpu(LLAMA8, Layout.today(moe_probs="combine"))
+    with pytest.raises(PlanError, match="moe_probs must be one of activation, combine"):
+        memory_per_gpu(QWEN3_MOE, replace(lay, moe_probs="router"))
+
+
+def test_the_model_zoos_pp32_run_fits_with_its_norms_and_activations_recomputed():
     """Megatron MoE Model Zoo, Qwen3-235B-A22B on 256 H100s, TP 2 EP 8 PP 32 VPP 3, recompute
-    'norm, act' (--recompute-modules layernorm moe_act): without it the memory model leaves no margin."""
+    'norm, act' (--recompute-modules layernorm moe_act): it fits with room.  Without it the memory
+    model leaves no margin only where a combine keeps each expert's output, as Megatron-Core's did
+    before v0.13."""
     lay = Layout.today(2, 32, 4, ep=8, expert_tp=1, global_batch=2048, vpp=3, grad_reduce="bf16",
                        recompute="selective", recompute_modules=("layernorm", "moe_act"))
     recomputed = memory_per_gpu(QWEN3_MOE, lay, "H100")
     assert recomputed["fits"] and not recomputed["tight"]
-    assert memory_per_gpu(QWEN3_MOE, replace(lay, recompute="none"), "H100")["tight"]
+    assert memory_per_gpu(QWEN3_MOE, replace(lay, recompute="none", moe_probs="combine"), "H100")["tight"]
+    assert not memory_per_gpu(QWEN3_MOE, replace(lay, recompute="none"), "H100")["tight"]
 
 
 def test_a_plan_past_the_allowance_but_inside_the_gpu_fits_only_tightly():
     """Usable memory keeps 2 GiB and 5% for what no formula counts; a total past it but inside the
     GPU's memory fits, tightly (the count is uncertain by about as much), and past the GPU does not."""
-    lay = Layout.today(2, 32, 4, ep=8, expert_tp=1, global_batch=2048, vpp=3, grad_reduce="bf16")
+    lay = Layout.today(2, 32, 4, ep=8, expert_tp=1, global_batch=2048, vpp=3, grad_reduce="bf16",
+                       moe_probs="combine")
     mem = memory_per_gpu(QWEN3_MOE, lay, "H100")
     assert mem["usable"] < mem["total"] <= mem["capacity"]
     assert (mem["fits"], mem["tight"], fit_verdict(mem)) == (True, True, "fits only tightly")
@@ -198,13 +222,15 @@ def test_fp8_activation_caching_halves_what_the_linear_layers_read_and_deepseek_
     """DeepSeek-V3 Sec. 3.3.4: the linear layers' inputs cached in FP8. In a dense Llama layer they
     are both norms' outputs (2 h) and the MLP's gate, up and product (3 f): one byte saved on each;
     Q, K, V, the attention output and the residual stream stay in bf16.  With its recompute modules
-    and that caching DeepSeek-V3's PP 16 x EP 64 fits on its H800s; in bf16 it would not."""
+    and that caching DeepSeek-V3's PP 16 x EP 64 fits on its H800s; in bf16 it would not, with each
+    expert's output kept as the validation row reads HAI-LLM's combine (``moe_probs="combine"``)."""
     lay = Layout.today(recompute="selective", dtype="fp8")
     h, f, s = 4096, 14336, 8192
     saved = layer_activation_bytes(LLAMA8, lay) - layer_activation_bytes(LLAMA8, replace(lay, fp8_activations=True))
     assert saved == pytest.approx(s * (2 * h + 3 * f))
     deepseek = Layout.today(1, 16, 128, ep=64, global_batch=15360, dtype="fp8", recompute="selective",
-                            recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True)
+                            recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True,
+                            moe_probs="combine")
     assert memory_per_gpu(preset("deepseek-v3"), deepseek, "H800")["fits"]
     assert not memory_per_gpu(preset("deepseek-v3"), replace(deepseek, fp8_activations=False), "H800")["fits"]
     with pytest.raises(PlanError, match="needs --dtype fp8"):

@@ -238,11 +238,12 @@ def test_a_step_time_layout_that_does_not_fit_says_what_would():
 
 def test_a_layout_inside_the_gpu_but_past_the_margin_fits_only_tightly_and_says_what_leaves_room():
     """gpt-oss 120B as NeMo AutoModel ran it (FSDP 64 x EP 64, two 4K sequences, nothing recomputed,
-    the loss on bf16 logits) counts 77.2 GiB: inside an H100's 79.6, past the 73.7 usable."""
+    the loss on bf16 logits), each expert's output kept as a combine that weights them keeps it
+    (--moe-probs combine), counts 77.2 GiB: inside an H100's 79.6, past the 73.7 usable."""
     config = Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families" / "gpt-oss-120b"
     args = ["--hf-config", str(config), "--gpu", "H100", "--gpus", "64", "--ep", "64",
             "--zero-stage", "3", "--micro-batch-size", "2", "--global-batch", "512", "--seq-len", "4096",
-            "--recompute", "none", "--no-loss-fp32"]
+            "--recompute", "none", "--no-loss-fp32", "--moe-probs", "combine"]
     report = step_time_report(predict_from_args(planner_parser().parse_args(args)))
     assert "(fits only tightly)" in report and "expandable_segments" in report
     assert [line for line in report.splitlines() if line.startswith("with room --micro-batch-size 1")]

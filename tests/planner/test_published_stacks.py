@@ -100,19 +100,18 @@ def test_layouts_fit_the_memory_model_or_say_why_not(compared):
 
 
 def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(compared):
-    """Eleven published runs (gpt-oss 20B and 120B, Nemotron-4 340B on 128 H100s thrice, Qwen3-30B-A3B at a
-    micro-batch of 4 on 8 B200s, DeepSeek-V3 on 1,024 H100s with its recipe's recompute (25.09), and three
-    of llm-foundry's MPT runs, each at the largest micro-batch
-    its table found to fit, its checkpointed layers' inputs kept on autocast's fp32 stream, and fms-fsdp's
-    compiled 70B on H100s, 71% of its blocks recomputed as its counters read) count past the usable memory
-    but inside the GPU's: each ran, so the planner says they fit, only tightly."""
+    """Eight published runs (Nemotron-4 340B on 128 H100s thrice, gpt-oss 120B on 64 B200s at EP 8 with
+    nothing recomputed, as Megatron-Bridge 25.11's recipe ran it, three of llm-foundry's MPT runs, each at
+    the largest micro-batch its table found to fit, its checkpointed layers' inputs kept on autocast's
+    fp32 stream, and fms-fsdp's compiled 70B on H100s, 71% of its blocks recomputed as its counters read)
+    count past the usable memory but inside the GPU's: each ran, so the planner says they fit, only
+    tightly.  The MoE runs that once joined them (gpt-oss on AutoModel, Qwen3-30B-A3B on B200s,
+    DeepSeek-V3 on 1,024 H100s) left once a MoE layer kept what Megatron-Core v0.13 keeps."""
     from playground.planner.replay import tight_runs
     tight = sorted(row.name for row, prediction, *_ in compared if prediction["memory"]["tight"])
     assert sorted(tight_runs()) == tight   # what chapter 5 prints: the Megatron-era rows add none
-    assert len(tight) == 11 and sum("gpt-oss" in n for n in tight) == 2 and sum("340B" in n for n in tight) == 3
-    assert sum(n.startswith("MPT-") for n in tight) == 3
-    assert sum("B200" in n for n in tight) == 1   # Qwen3-30B-A3B at MBS 4 (26.04.01); DeepSeek-V3 recomputes
-    # as its recipes do (25.11, 25.09)
+    assert len(tight) == 8 and sum("340B" in n for n in tight) == 3 and sum(n.startswith("MPT-") for n in tight) == 3
+    assert [n for n in tight if "B200" in n] == ["GPT OSS 120B, 64 B200, EP 8, BF16"]
 
 
 def test_ratio_reads_as_throughput_whatever_the_metric():
@@ -291,17 +290,19 @@ def test_the_held_out_check_counts_what_the_issue_holds_it_to():
     assert all(r["moe"] for r in rows if abs(r["ratio"] - 1) > HELD_OUT_BAND)
 
 
-def test_a_held_out_run_that_fits_only_with_a_setting_its_table_omits_is_counted_apart():
-    """Judged as read, a held-out run that finds no room (DeepSeek-V3 on B200s, even with its recipe's
-    recompute) fits with the recompute its table leaves unstated, and the check counts both ways."""
+def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omits():
+    """Judged as read, every held-out run fits, and with the settings its table leaves unstated too:
+    DeepSeek-V3 on B200s, which found no room while the memory model kept each expert's output (as a
+    combine that weights the outputs does), fits with its recipe's recompute once a MoE layer keeps what
+    Megatron-Core v0.13 and later keep."""
     from playground.planner.published_stacks import HELD_OUT
     from playground.planner.replay import held_out_table
     held = held_out_table()
-    as_read = {r["name"] for r in held["rows"] if r["fits"]}
-    unstated = {r["name"] for r in held["rows"] if r["fits_unstated"]}
-    assert as_read < unstated and len(unstated) == held["summary"]["fit_as_unstated"]
-    omitted = {run.name: run.unstated for group in HELD_OUT.values() for run in group}
-    assert all("recompute" in omitted[name] for name in unstated - as_read)
+    assert held["summary"]["judged_to_fit"] == held["summary"]["fit_as_unstated"] == len(held["rows"]) == 10
+    dsv3 = next(run for runs in HELD_OUT.values() for run in runs if run.name.startswith("DeepSeekV3"))
+    assert dsv3.layout.moe_probs == "activation" and dsv3.layout.selective_modules == ("mla_up_proj", "mlp")
+    kept = predict(dsv3.model, dsv3.cluster, replace(dsv3.layout, moe_probs="combine"))["memory"]
+    assert not kept["fits"]
 
 
 def test_every_held_out_run_keeps_its_first_replay_beside_todays():
@@ -320,7 +321,9 @@ def test_megatrons_ep_overlap_hides_the_share_of_its_all_to_alls_nsight_measured
     read 36.55% of the communication hidden by GEMMs and attention: ``ep_overlap_hidden``.  The two rows
     differ in that one field; the model's step falls by that share of the all-to-alls it covers (less
     the SMs the dispatcher holds), not by all of them; and with every setting the page states the memory
-    model counts within 2% of the 62.166 GiB rank 0 peaked at."""
+    model counts 56.5 GiB against the 62.166 GiB rank 0 peaked at: HybridEP's buffers and the CUDA graphs'
+    pools are not counted (with each expert's output kept, as a combine that weights them keeps it, it
+    would count 62.5)."""
     from playground.planner.costs import overlapped
     from playground.planner.efficiency import EFFICIENCY
     from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
@@ -334,4 +337,6 @@ def test_megatrons_ep_overlap_hides_the_share_of_its_all_to_alls_nsight_measured
     assert fast["time_breakdown"]["ep_all_to_all"] == pytest.approx(
         overlapped(a2a, slow["time_breakdown"]["compute"], off.cluster.gpu, EFFICIENCY, 0.3655), rel=0.02)
     assert fast["time_breakdown"]["ep_all_to_all"] > 3 * hidden_all
-    assert slow["memory"]["total"] / 2**30 == pytest.approx(62.166, rel=0.02)
+    assert 0.85 < slow["memory"]["total"] / 2**30 / 62.166 < 0.95
+    kept = predict(off.model, off.cluster, replace(off.layout, moe_probs="combine"))["memory"]["total"]
+    assert kept / 2**30 == pytest.approx(62.166, rel=0.02)
