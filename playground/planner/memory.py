@@ -140,9 +140,10 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
             whole += 4 * model.experts                  # the router's fp32 logits
             act = lin * model.expert_width if "moe_act" in modules else 0
             output = BYTES * h if probs == "combine" else 0   # each expert's output, kept for the weights
+            # each dispatched copy, its MLP, and (where the combine weights them) its output
             split += imbalance * model.top_k * (lin * h + output + mlp(model.expert_width) - act)
         if model.shared_width and not {"moe", "shared_experts"} & set(modules):
-            split += mlp(model.shared_width)            # dispatched copy, its MLP, its output; the shared MLP
+            split += mlp(model.shared_width)            # the shared MLP
     elif "mlp" not in modules:
         split += mlp(model.ffn_width)
     return whole, split
