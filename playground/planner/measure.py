@@ -10,7 +10,7 @@ from __future__ import annotations
 from playground.planner.errors import PlanError
 
 __all__ = ["measure_training_flops", "measure_layer_activation_bytes", "measure_activation_bytes",
-           "checkpointed_blocks"]
+           "measure_routed_copy_bytes", "checkpointed_blocks"]
 
 
 def checkpointed_blocks(blocks: int, share: float) -> list[int]:
@@ -83,3 +83,64 @@ def measure_activation_bytes(cfg, batch_size: int, recompute_share: float = 0.0)
         for i, block in enumerate(blocks):
             x = checkpoint.checkpoint(block, x, use_reentrant=False) if i in again else block(x)
     return saved.bytes
+
+
+def _swiglu(gate_up, weights=None):
+    import torch
+    gate, up = gate_up.float().chunk(2, dim=-1)
+    out = torch.nn.functional.silu(gate) * up
+    return (out if weights is None else out * weights).to(gate_up.dtype)
+
+
+def _fused_swiglu():
+    """A fused SwiGLU, optionally scaled by each row's router weight, that keeps only its input (and the
+    weights) and recomputes the rest in backward, as Megatron-Core's ``bias_swiglu_impl`` and
+    ``weighted_bias_swiglu_impl`` do."""
+    import torch
+
+    class FusedSwiGLU(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, gate_up, weights):
+            ctx.save_for_backward(gate_up, weights)
+            return _swiglu(gate_up, weights)
+
+        @staticmethod
+        def backward(ctx, grad):
+            gate_up, weights = ctx.saved_tensors
+            with torch.enable_grad():
+                inputs = [gate_up.detach().requires_grad_()] + ([weights.detach().requires_grad_()]
+                                                               if weights is not None else [])
+                out = _swiglu(*inputs)
+                grads = torch.autograd.grad(out, inputs, grad)
+            return grads[0], (grads[1] if weights is not None else None)
+    return FusedSwiGLU
+
+
+def measure_routed_copy_bytes(hidden: int, expert_width: int, probs: str, copies: int = 64, grad: bool = False):
+    """Bytes one routed copy leaves saved in a bf16 SwiGLU expert, its router weight (fp32) applied where
+    ``probs`` says (``Layout.moe_probs``): ``"activation"``, inside the fused SwiGLU (Megatron-Core
+    since v0.13), or ``"combine"``, on the expert's output as the combine sums the copies (before it).
+    Counted by ``SavedActivations`` over ``copies`` copies, the router weights' 4 bytes a copy included.
+    ``grad``: also return the output and the gradients of the copies, the router weights and the two
+    matrices, to check the two placements against each other."""
+    import torch
+
+    from playground.memory import SavedActivations
+    if probs not in ("activation", "combine"):
+        raise PlanError(f"probs must be 'activation' or 'combine', got {probs!r}")
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(copies, hidden, generator=g).to(torch.bfloat16).requires_grad_()
+    w_in = (torch.randn(hidden, 2 * expert_width, generator=g) / hidden ** 0.5).to(torch.bfloat16).requires_grad_()
+    w_out = (torch.randn(expert_width, hidden, generator=g) / expert_width ** 0.5).to(torch.bfloat16).requires_grad_()
+    weights = torch.rand(copies, 1, generator=g).requires_grad_()
+    swiglu = _fused_swiglu()
+    with SavedActivations(exclude=[w_in, w_out]) as saved:
+        if probs == "activation":
+            out = swiglu.apply(x @ w_in, weights) @ w_out
+        else:
+            out = (swiglu.apply(x @ w_in, None) @ w_out) * weights
+    per_copy = saved.bytes / copies
+    if not grad:
+        return per_copy
+    out.float().square().sum().backward()
+    return per_copy, out.detach().float(), [t.grad for t in (x, weights, w_in, w_out)]

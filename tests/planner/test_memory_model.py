@@ -183,6 +183,30 @@ def test_a_combine_that_weights_the_experts_outputs_keeps_each_of_them():
         memory_per_gpu(QWEN3_MOE, replace(lay, moe_probs="router"))
 
 
+def test_a_routed_copy_keeps_what_the_memory_model_counts_as_pytorch_measures_it():
+    """Counted by saved-tensor hooks on a bf16 SwiGLU expert (``measure_routed_copy_bytes``): with the
+    router weight inside a fused activation (Megatron-Core since v0.13) a copy keeps its input, the
+    activation's input and the second GEMM's input, 2 (h + 3 f) bytes; weighted at the combine it also
+    keeps the expert's output, 2 h more.  Those are the memory model's per-copy terms (it leaves out the
+    weight's own 4 bytes as small), and both placements compute the same output and gradients."""
+    import torch
+    from playground.planner import measure_routed_copy_bytes
+    h, f, k = 4096, 1536, 8                       # QWEN3_MOE's expert
+    inside, at_combine = (measure_routed_copy_bytes(h, f, probs) for probs in ("activation", "combine"))
+    assert (inside, at_combine) == (2 * (h + 3 * f) + 4, 2 * (2 * h + 3 * f) + 4)
+    lay = Layout.today(recompute="selective", ep=8, dp=8)
+    tokens = 4096
+    for probs, measured in (("activation", inside), ("combine", at_combine)):
+        keep = lambda mods: layer_activation_bytes(QWEN3_MOE, replace(lay, recompute_modules=mods,  # noqa: E731
+                                                                       moe_probs=probs), moe=True)
+        assert keep(("core_attn",)) - keep(("core_attn", "moe")) == \
+            pytest.approx(tokens * (k * (measured - 4) + 4 * QWEN3_MOE.experts))
+    a, c = (measure_routed_copy_bytes(256, 96, probs, grad=True) for probs in ("activation", "combine"))
+    for x, y in zip([a[1]] + a[2], [c[1]] + c[2]):
+        scale = y.float().abs().max().item()
+        torch.testing.assert_close(x.float(), y.float(), rtol=2e-2, atol=2e-2 * scale)
+
+
 def test_the_model_zoos_pp32_run_fits_with_its_norms_and_activations_recomputed():
     """Megatron MoE Model Zoo, Qwen3-235B-A22B on 256 H100s, TP 2 EP 8 PP 32 VPP 3, recompute
     'norm, act' (--recompute-modules layernorm moe_act): it fits with room.  Without it the memory
