@@ -92,53 +92,32 @@ def _swiglu(gate_up, weights=None):
     return (out if weights is None else out * weights).to(gate_up.dtype)
 
 
-def _fused_swiglu():
-    """A fused SwiGLU, optionally scaled by each row's router weight, that keeps only its input (and the
-    weights) and recomputes the rest in backward, as Megatron-Core's ``bias_swiglu_impl`` and
-    ``weighted_bias_swiglu_impl`` do."""
-    import torch
-
-    class FusedSwiGLU(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, gate_up, weights):
-            ctx.save_for_backward(gate_up, weights)
-            return _swiglu(gate_up, weights)
-
-        @staticmethod
-        def backward(ctx, grad):
-            gate_up, weights = ctx.saved_tensors
-            with torch.enable_grad():
-                inputs = [gate_up.detach().requires_grad_()] + ([weights.detach().requires_grad_()]
-                                                               if weights is not None else [])
-                out = _swiglu(*inputs)
-                grads = torch.autograd.grad(out, inputs, grad)
-            return grads[0], (grads[1] if weights is not None else None)
-    return FusedSwiGLU
-
-
 def measure_routed_copy_bytes(hidden: int, expert_width: int, probs: str, copies: int = 64, grad: bool = False):
     """Bytes one routed copy leaves saved in a bf16 SwiGLU expert, its router weight (fp32) applied where
-    ``probs`` says (``Layout.moe_probs``): ``"activation"``, inside the fused SwiGLU (Megatron-Core
-    since v0.13), or ``"combine"``, on the expert's output as the combine sums the copies (before it).
+    ``probs`` says (``Layout.moe_probs``): ``"activation"``, inside the SwiGLU (Megatron-Core since
+    v0.13), or ``"combine"``, on the expert's output as the combine sums the copies (before it).  The
+    SwiGLU is checkpointed, so it keeps only its input (and the weights) and recomputes the rest, as
+    Megatron-Core's fused ``bias_swiglu_impl`` and ``weighted_bias_swiglu_impl`` do.
     Counted by ``SavedActivations`` over ``copies`` copies, the router weights' 4 bytes a copy included.
     ``grad``: also return the output and the gradients of the copies, the router weights and the two
     matrices, to check the two placements against each other."""
     import torch
+    from torch.utils import checkpoint
 
     from playground.memory import SavedActivations
-    if probs not in ("activation", "combine"):
-        raise PlanError(f"probs must be 'activation' or 'combine', got {probs!r}")
+    from playground.planner.layout import MOE_PROBS
+    if probs not in MOE_PROBS:
+        raise PlanError(f"probs must be one of {', '.join(MOE_PROBS)}, got {probs!r}")
     g = torch.Generator().manual_seed(0)
     x = torch.randn(copies, hidden, generator=g).to(torch.bfloat16).requires_grad_()
     w_in = (torch.randn(hidden, 2 * expert_width, generator=g) / hidden ** 0.5).to(torch.bfloat16).requires_grad_()
     w_out = (torch.randn(expert_width, hidden, generator=g) / expert_width ** 0.5).to(torch.bfloat16).requires_grad_()
     weights = torch.rand(copies, 1, generator=g).requires_grad_()
-    swiglu = _fused_swiglu()
     with SavedActivations(exclude=[w_in, w_out]) as saved:
         if probs == "activation":
-            out = swiglu.apply(x @ w_in, weights) @ w_out
+            out = checkpoint.checkpoint(_swiglu, x @ w_in, weights, use_reentrant=False) @ w_out
         else:
-            out = (swiglu.apply(x @ w_in, None) @ w_out) * weights
+            out = checkpoint.checkpoint(_swiglu, x @ w_in, use_reentrant=False) @ w_out * weights
     per_copy = saved.bytes / copies
     if not grad:
         return per_copy

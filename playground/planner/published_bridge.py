@@ -122,7 +122,7 @@ MEGATRON_BRIDGE = (
                              TP_OVERLAP)),
     bridge_row("Qwen3_30B_a3B, 16 H100, PP 2 VP 24 EP 8, FP8-CS", "H100", QWEN3_30B,
                Layout.today(1, 2, 8, ep=8, micro_batch=2, global_batch=512, vpp=24, dtype="fp8"), 5275, 121,
-               "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml; no recompute stated (none taken)"),
+               "model shape from the Megatron MoE Model Zoo's Qwen3-30B-A3B.yaml"),
 )
 
 MEGATRON_BRIDGE_B200 = (
@@ -151,6 +151,5 @@ MEGATRON_BRIDGE_B200 = (
                recipe=Recipe("v0.2.0", "QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG", "qwen3", NONE_PRICED + "; the "
                              "router and permutation CUDA-graphed (not the experts)", {})),
     bridge_row("Qwen3_235B_a22B, 64 B200, PP 8 VP 2 EP 8, FP8-MX", "B200", QWEN3_235B,
-               Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484,
-               "no recompute stated (none taken)"),
+               Layout.today(1, 8, 8, ep=8, micro_batch=1, global_batch=1024, vpp=2, dtype="fp8"), 3269, 484),
 )
