@@ -38,7 +38,7 @@ PLANNER_FLOORS = (
     {"stages", "hf_families"},
     {"layout", "hf_config", "presets", "gemms"},
     {"layout_checks"},  # whether a layout can run
-    {"memory", "measure", "comm_costs"},
+    {"memory", "measure", "comm_costs", "moe_kernels"},
     {"costs"},
     {"published_row"},
     {"published_foundry", "published_zoo", "published_megatron", "published_gemms", "published_fms"},

@@ -286,7 +286,9 @@ def launch_fit(records: list[dict]) -> dict:
     adds when launched on its own (least squares through the origin over the local experts), and the
     host's time per kernel at 64 tokens over every eager path, shape and record (median, least, most); and
     how eq-moe-host's floor, the longer of the device's busy time and the host's launching, compares with
-    each eager layer's measured time ((shape, tokens, path, floor / measured))."""
+    each eager layer's measured time ((shape, tokens, path, floor / measured)); and the device's idle time a
+    kernel, wall time less the traced kernels' busy time over their count, median over the layers, by path
+    (``gap_us``: launched eagerly, after a host sync, from a graph), which checks ``Efficiency.kernel_s``."""
     rows = [row for record in records for row in record["rows"]]
     grouped = [row["paths"]["grouped"]["kernels_per_layer"] for row in rows]
     local = torch.tensor([float(row["local_experts"]) for row in rows], dtype=torch.float64)
@@ -300,4 +302,7 @@ def launch_fit(records: list[dict]) -> dict:
     return {"layer_kernels": statistics.median(grouped),
             "expert_kernels": float((local * extra).sum() / (local * local).sum()),
             "host_us_per_kernel": statistics.median(per_kernel),
-            "host_us_range": (min(per_kernel), max(per_kernel)), "floor_over_measured": floor}
+            "host_us_range": (min(per_kernel), max(per_kernel)), "floor_over_measured": floor,
+            "gap_us": {p: statistics.median((row["paths"][p]["ms_per_layer"] - row["paths"][p]["busy_ms_per_layer"])
+                                            * 1e3 / row["paths"][p]["kernels_per_layer"] for row in rows if p in row["paths"])
+                       for p in ("grouped", "grouped_sync", GRAPHED) if any(p in row["paths"] for row in rows)}}

@@ -4,7 +4,7 @@ Data flows one way, from the command line down to the hardware table: ``cli`` an
 ``step_time_cli`` (their flags in ``args``, the layout's in ``layout_flags``, numbers read by ``flag_values``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
 GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
-one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``) -> ``memory`` (the one memory model: bytes per
+one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``, a MoE layer's kernels in ``moe_kernels``) -> ``memory`` (the one memory model: bytes per
 GPU by part) -> ``layout_checks`` (whether a layout can run) -> ``layout`` (``Cluster``, ``Layout``) -> ``stages`` (pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` (the families that do not spell their shape Llama's way, GPT-2, MPT and

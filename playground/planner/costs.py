@@ -26,9 +26,12 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
                                            ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
+from playground.planner.moe_kernels import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, moe_host_time,  # noqa: F401
+                                           moe_layer_kernels, moe_uncounted_kernels)
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
+           "moe_layer_kernels", "moe_uncounted_kernels",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
@@ -58,12 +61,6 @@ BF16_STREAM_BYTES = 14
 # Megatron-Core's all-to-all dispatcher with several experts a rank, which permutes twice).
 EAGER_MOE_ROW_BYTES = 80
 EAGER_MOE_ACT_BYTES = 83
-# Kernels the host launches for one MoE layer (routing, permutation, experts, combine), forward and
-# backward, as counted on one H200 (``playground.bench.moe.launch_fit``): 107-111 with each expert GEMM one
-# grouped kernel, and 17 more for every local expert when each expert's GEMMs, its slice of the SwiGLU
-# and their gradients are launched apart (after the host sync that reads how many rows each expert got)
-MOE_LAYER_KERNELS = 108
-MOE_EXPERT_KERNELS = 17
 
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:
@@ -202,23 +199,12 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
+    if moe:   # the MoE block's kernels beyond its GEMMs priced above, each a gap on the device (a third a pass)
+        elementwise += moe_uncounted_kernels(model, layout, gemms) / 3 * eff.kernel_s
     merge_fwd, merge_bwd, steps = ring_merge_bytes(model, layout, local)
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward,
             "ring_merge": merge_fwd / (eff.hbm * gpu.hbm_bytes_per_s) + steps * eff.kernel_s,
             "ring_merge_backward": merge_bwd / (eff.hbm * gpu.hbm_bytes_per_s) + 2 * steps * eff.kernel_s}
-
-
-def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
-    """Seconds the host spends launching one MoE layer's kernels for one micro-batch, forward and backward
-    (and the forward again when recomputed): ``MOE_LAYER_KERNELS``, plus ``MOE_EXPERT_KERNELS`` per local
-    expert when they run one by one (``moe_launch="per_expert"``), each ``eff.host_kernel_s``; none when
-    the layer replays from a CUDA graph.  The attention block's own launches are not counted."""
-    if layout.moe_launch == "graphed":
-        return 0.0
-    local = model.experts / layout.ep
-    kernels = MOE_LAYER_KERNELS + (MOE_EXPERT_KERNELS * local if layout.moe_launch == "per_expert" else 0)
-    again = 1.0 if "moe" in layout.selective_modules else layout.full_recompute_share
-    return kernels * (1 + again / 3) * eff.host_kernel_s   # the forward is about a third of them
 
 
 def permutation_bytes(model: Model, tokens: float, tp: int, layout: Layout | None = None) -> float:

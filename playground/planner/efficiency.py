@@ -174,7 +174,14 @@ _SOURCES = {
                "https://github.com/NVIDIA/nccl-tests/issues/29); 0.94 the middle of the NDR reading",
     "kernel_s": "published measurement: launch cost per kernel on GB200, tritonbench PR #1017 "
                 "(https://github.com/meta-pytorch/tritonbench/pull/1017): raw cuLaunchKernel 3.0 us, "
-                "Triton's launcher 4.7 us, Inductor's per-kernel path 6.8 us; 5 us is their middle",
+                "Triton's launcher 4.7 us, Inductor's per-kernel path 6.8 us; 5 us is their middle.  "
+                "Checked as the device's idle time per kernel: Megatron-Bridge's Nsight comparison of "
+                "Qwen3-30B-A3B on 16 H100s (EP 16, HybridEP, overlap off; skills/nemo-mbridge-perf-"
+                "expert-parallel-overlap/SKILL.md) counts 463,348 kernels on rank 0 in a 24.714 s step whose "
+                "GPU-active union is 22.821 s: 4.1 us idle a kernel; the course's eager MoE layer on one "
+                "H200 (python -m playground.bench moe, results/moe-nvidia-h200*.json), wall time less the "
+                "traced kernels' busy time over their count, median over its layers at 4,096-8,192 tokens: "
+                "3.7 us launched eagerly, 6.5 after a host sync, 1.1 from a CUDA graph",
     "host_kernel_s": "measured: the host's time per kernel of the course's eager MoE layer on one H200 (python -m "
                      "playground.bench moe, results/moe-nvidia-h200.json and -tokens8192.json; torch 2.11, 2026-12-04): "
                      "a layer's forward and backward at 64 tokens, where launches set the pace, over the kernels it "

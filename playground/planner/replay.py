@@ -246,8 +246,22 @@ def tornado_rows() -> list[dict]:
 
 
 def device_only(row) -> float:
-    """Predicted / published with no host launches priced (a graphed layer's): the device's work alone."""
-    return published_metric(row, predict(row.model, row.cluster, replace(row.layout, moe_launch="graphed")))[3]
+    """Predicted / published with no host time priced for the launches (the host infinitely fast): the
+    device's work alone, its kernels' gaps included."""
+    return published_metric(row, predict(row.model, row.cluster, row.layout, replace(EFFICIENCY, host_kernel_s=0.0)))[3]
+
+
+def kernel_gap_check() -> dict:
+    """Megatron-Bridge's EP-overlap A/B with the overlap off, as Nsight profiled it: the time the device idled
+    between kernels (the step less the GPU's active union) and the kernels it ran, against what the model
+    charges the step for launches (the step less the same step with ``kernel_s`` zero) and the launches that is."""
+    from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB, NSIGHT_GPU_ACTIVE_S, NSIGHT_KERNELS
+    off = BRIDGE_EP_OVERLAP_AB[0]
+    with_gaps, without = (predict(off.model, off.cluster, off.layout, replace(EFFICIENCY, kernel_s=k))["step_time_s"]
+                          for k in (EFFICIENCY.kernel_s, 0.0))
+    return {"run": off.name, "model_gap_s": with_gaps - without,
+            "model_kernels": (with_gaps - without) / EFFICIENCY.kernel_s,
+            "nsight_idle_s": off.step_time_s - NSIGHT_GPU_ACTIVE_S, "nsight_kernels": NSIGHT_KERNELS}
 
 
 def host_launch_check() -> dict:

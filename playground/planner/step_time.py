@@ -51,10 +51,12 @@
   covers, the share ``ep_overlap_hidden`` (36.55%, as Nsight measured Megatron-Core's) is hidden; the
   rest, what outlasts it, and the SMs the dispatcher holds are exposed (warm-up and cool-down,
   unpaired, are not told apart).
-* a MoE layer's **host launches** (``moe_launch``): its kernels, forward and backward, 108 of them, 17 more per
-  local expert when each expert's GEMMs are launched on their own, none from a CUDA graph, at ``host_kernel_s``
-  each (all measured on one H200, ``costs.moe_host_time``); the dispatcher's host sync keeps the host from
-  running further ahead than the layer, so the GPU waits for what of them outlasts the layer's device work.
+* a MoE layer's **kernels** (``moe_launch``): forward and backward, 108 of them, 17 more per local expert
+  when each expert's GEMMs are launched on their own (all counted on one H200).  Each costs the device a
+  gap of ``kernel_s`` (``costs.moe_uncounted_kernels``: those beyond the GEMMs already priced; none from a
+  CUDA graph), and the host ``host_kernel_s`` to launch (``costs.moe_host_time``); the dispatcher's host
+  sync keeps the host from running further ahead than the layer, so the GPU waits for what of the
+  launching outlasts the layer's device work.
 * **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP
   (routed experts over DP x CP / EP: their expert-DP group, whose members lie EP x ETP ranks apart, so
   that with EP filling a node each rides its own NIC), of which at most the last micro-batch's backward

@@ -71,6 +71,17 @@ def test_the_host_launches_the_model_prices_are_the_ones_measured():
     assert (low * 1e6, high * 1e6) == pytest.approx(fit["host_us_range"], abs=0.05)
 
 
+def test_the_device_idles_about_the_priced_launch_gap_between_eager_kernels_and_less_from_a_graph():
+    """Wall time less the traced kernels' busy time, over their count: the gap each kernel costs the device,
+    which the model charges as ``kernel_s`` (inside its sourced spread eager, with or without the host sync;
+    a CUDA graph's replay leaves about a microsecond, which the model does not charge)."""
+    from playground.bench.moe import GRAPHED, launch_fit
+    from playground.planner.layout import EFFICIENCY
+    gap, (low, high) = launch_fit(RECORDS)["gap_us"], EFFICIENCY.spread["kernel_s"]
+    assert low * 1e6 <= gap["grouped"] < gap["grouped_sync"] <= high * 1e6
+    assert gap[GRAPHED] < low * 1e6 / 2
+
+
 def test_a_layer_takes_about_the_longer_of_its_device_work_and_its_launching_unless_the_two_take_turns():
     """eq-moe-host's floor, from each eager layer's measured device time and host time: within about a fifth
     of the layer's time, except the one layer where the two are nearly equal (16 experts apart at 8,192 tokens)."""
