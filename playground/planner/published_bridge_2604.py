@@ -39,6 +39,10 @@ covers: Qwen3-235B-A22B on H100s 1.09 -> 0.88, DeepSeek-V3 1.26 -> 0.95; five of
 the memory model came to keep what Megatron-Core v0.13 and later keep in a MoE layer: the routing weights
 scale the experts' activation, so no expert output is kept (``Layout.moe_probs``, read from its code, not
 from these rows).  DeepSeek-V3 then fits as read (185 -> 149.5 GiB of a B200's usable 168.1): ten of ten.
+Then every kernel of a MoE layer came to cost the device its launch gap, not only its GEMMs
+(``moe_kernels``, checked against Megatron-Bridge's Nsight profile of its EP-overlap A/B and the H200's
+own layers, not these rows): the two runs that overlap their all-to-alls 0.86 and 0.93, the five that do
+not 1.36-1.51, still too fast; gpt-oss on B200s comes inside its range, and all ten are.
 """
 
 from __future__ import annotations

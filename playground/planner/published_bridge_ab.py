@@ -17,7 +17,9 @@ Nsight Systems on rank 0 read the mechanism: communication concurrent with GEMMs
 from 9 ms (0.11% of the communication time) to 3,959 ms (36.55%), and the GPU's busy time fell from
 22.82 s to 21.22 s.  That share is the model's ``ep_overlap_hidden`` (``efficiency.py``), so these two
 rows are visible, not held out.  Replayed before it was set (the overlap hiding all it covers):
-1.22 off, 1.40 on; after, 1.22 and 1.14.
+1.22 off, 1.40 on; after, 1.22 and 1.14.  The same profile counted 463,348 kernels on rank 0, and the GPU
+active 22.821 s of the step: 1.9 s idle between kernels, which the model charged a third of until every
+kernel of a MoE layer paid its launch gap (``moe_kernels``; ``replay.kernel_gap_check``): 1.13 and 1.05.
 
 Left out: the same pages' A/B with the all-to-all dispatcher (41.25 s off, 31.31 s on: an SFT run whose
 sequence length is not given), and the canonical recipe's 20.147 s (more settings changed than the
