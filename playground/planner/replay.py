@@ -21,6 +21,7 @@ from dataclasses import replace
 from playground.planner.costs import EFFICIENCY, Cluster, Efficiency, Layout, Model
 from playground.planner.capacity import plan
 from playground.planner.memory import fit_verdict, memory_per_gpu
+from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB, NSIGHT_GPU_ACTIVE_S, NSIGHT_KERNELS
 from playground.planner.published_layouts import ALL_LAYOUTS, NARAYANAN_TABLE1, NARAYANAN_TABLE2
 from playground.planner.published_runs import PUBLISHED_RUNS
 from playground.planner.published_row import published_step_time
@@ -255,7 +256,6 @@ def kernel_gap_check() -> dict:
     """Megatron-Bridge's EP-overlap A/B with the overlap off, as Nsight profiled it: the time the device idled
     between kernels (the step less the GPU's active union) and the kernels it ran, against what the model
     charges the step for launches (the step less the same step with ``kernel_s`` zero) and the launches that is."""
-    from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB, NSIGHT_GPU_ACTIVE_S, NSIGHT_KERNELS
     off = BRIDGE_EP_OVERLAP_AB[0]
     with_gaps, without = (predict(off.model, off.cluster, off.layout, replace(EFFICIENCY, kernel_s=k))["step_time_s"]
                           for k in (EFFICIENCY.kernel_s, 0.0))
