@@ -26,12 +26,12 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
                                            ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
-from playground.planner.moe_kernels import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, moe_host_time,  # noqa: F401
-                                           moe_layer_kernels, moe_uncounted_kernels)
+from playground.planner.moe_kernels import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, moe_gap_time,  # noqa: F401
+                                           moe_host_time, moe_layer_kernels)
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
-           "moe_layer_kernels", "moe_uncounted_kernels",
+           "moe_layer_kernels", "moe_gap_time",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
@@ -199,8 +199,8 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             if not model.position_embeddings else 0                       # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
-    if moe:   # the MoE block's kernels beyond its GEMMs priced above, each a gap on the device (a third a pass)
-        elementwise += moe_uncounted_kernels(model, layout, gemms) / 3 * eff.kernel_s
+    if moe:   # the MoE block's kernels' gaps on the device beyond its GEMMs' charged above (a third a pass)
+        elementwise += moe_gap_time(model, layout, gemms, eff) / 3
     merge_fwd, merge_bwd, steps = ring_merge_bytes(model, layout, local)
     return {"gemm": rest + attn_t, "attention": attn_t, "elementwise": elementwise, "gemm_backward": rest_backward,
             "ring_merge": merge_fwd / (eff.hbm * gpu.hbm_bytes_per_s) + steps * eff.kernel_s,

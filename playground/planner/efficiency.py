@@ -188,6 +188,11 @@ _SOURCES = {
                      "launched, 24.8-39.5 us over three paths (grouped, grouped after a host sync, a GEMM per "
                      "expert) and six shapes, median 31.6; 32 taken.  It is Python, PyTorch's dispatcher and the "
                      "launch on that VM's host CPU: another host or a stack that launches from C++ differs",
+    "graph_kernel_s": "measured: the device's idle time a kernel of the course's MoE layer captured in a CUDA graph "
+                      "on one H200 (python -m playground.bench moe, its grouped_graph path; results/moe-nvidia-"
+                      "h200*.json): wall time less the traced kernels' busy time over their count, median over its "
+                      "layers at 4,096-8,192 tokens 1.1 us, 1.02-1.63 over the layers whose kernels run one at a "
+                      "time; the gap a graphed MoE layer's kernels cost, as kernel_s is an eager one's",
     "latency_s": "bounded by published measurements, the value between them assumed: a small send/recv between "
                  "two H100s over NVLink takes ~3 us in nccl-tests (NCCL's maintainer, https://github.com/NVIDIA/nccl/"
                  "issues/1487); NCCL's own tuning model prints 25.2 us for a whole 8-byte all-reduce on an H100 "
@@ -232,6 +237,7 @@ _SPREAD = {
     "network": (0.92, 0.96),      # NDR's 46 ... 48 GB/s per 400 Gb/s NIC
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
     "host_kernel_s": (24.8e-6, 39.5e-6),  # the fastest and slowest path and shape measured on the H200
+    "graph_kernel_s": (1.02e-6, 1.63e-6),  # the H200's graphed layers, least and most
     "latency_s": (3e-6, 25e-6),   # nccl-tests' NVLink send/recv ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
@@ -268,6 +274,7 @@ class Efficiency:
     network: float = 0.94     # NCCL bus bandwidth across nodes, fraction of the NICs' line rate
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
     host_kernel_s: float = 32e-6  # host time to issue one kernel of an eager MoE layer (Python, dispatcher, launch)
+    graph_kernel_s: float = 1.1e-6  # the device's gap a kernel of a MoE layer replayed from a CUDA graph
     latency_s: float = 10e-6  # per ring step of a collective / per p2p message
     tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
     optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step

@@ -108,7 +108,8 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "expert's GEMMs and activation launched from Python, as an eager loop over experts does: "
                      f"{MOE_EXPERT_KERNELS} more a local expert) or graphed (the layer replayed from a CUDA graph: "
                      f"none); each kernel {EFFICIENCY.host_kernel_s * 1e6:.0f} us of host time, as measured on an "
-                     f"H200, and a {EFFICIENCY.kernel_s * 1e6:.0f} us gap on the device unless graphed (default: grouped)")
+                     f"H200, and a {EFFICIENCY.kernel_s * 1e6:.0f} us gap on the device ({EFFICIENCY.graph_kernel_s * 1e6:.1f} us "
+                     "graphed) (default: grouped)")
     lay.add_argument("--moe-probs", choices=MOE_PROBS, help="where the router's weights scale each routed copy, "
                      "which decides what a MoE layer keeps for backward: activation (inside the experts' activation, "
                      "no expert output kept: Megatron-Core since v0.13, NeMo AutoModel) or combine (on each expert's "

@@ -1,9 +1,10 @@
-"""A MoE layer's kernels: how many it launches, which of them the GEMM pricing leaves out, and the host's time.
+"""A MoE layer's kernels: how many it launches, the gaps they leave on the device, and the host's time.
 
-Counted on one H200 (``python -m playground.bench moe``, ``playground.bench.moe.launch_fit``): each kernel
-costs the device a gap of ``Efficiency.kernel_s`` (``costs.layer_forward`` adds those its GEMMs do not
-already carry) and the host ``Efficiency.host_kernel_s`` to launch (``step_time`` waits for what of the
-launching outlasts the layer's device work).  ``costs`` re-exports all of it.
+Counted on one H200 (``python -m playground.bench moe``, ``playground.bench.moe.launch_fit``).  Each kernel
+costs the device a gap, ``Efficiency.kernel_s`` launched eagerly and ``graph_kernel_s`` from a CUDA graph
+(``costs.layer_forward`` adds what its GEMMs do not already carry), and the host ``host_kernel_s`` to
+launch (``step_time`` waits for what of the launching outlasts the layer's device work).  ``costs``
+re-exports all of it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from playground.planner.architecture import Model
 from playground.planner.layout import Efficiency, Layout
 
-__all__ = ["MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_layer_kernels", "moe_uncounted_kernels", "moe_host_time"]
+__all__ = ["MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_layer_kernels", "moe_gap_time", "moe_host_time"]
 
 # Kernels the host launches for one MoE layer (routing, permutation, experts, combine), forward and
 # backward, as counted on one H200 (``playground.bench.moe.launch_fit``): 107-111 with each expert GEMM one
@@ -28,15 +29,14 @@ def moe_layer_kernels(model: Model, layout: Layout) -> float:
     return MOE_LAYER_KERNELS + (MOE_EXPERT_KERNELS * local if layout.moe_launch == "per_expert" else 0)
 
 
-def moe_uncounted_kernels(model: Model, layout: Layout, gemms) -> float:
-    """The MoE block's kernels, forward and backward, that ``layer_forward`` does not already price a
-    launch for: ``moe_layer_kernels`` less its GEMMs (the router's and the experts', one kernel a pass
-    forward and two backward).  A CUDA graph replays them about a microsecond apart (1.1 us at the median
-    on the H200), which is not priced: none for ``moe_launch="graphed"``."""
-    if layout.moe_launch == "graphed":
-        return 0.0
+def moe_gap_time(model: Model, layout: Layout, gemms, eff: Efficiency) -> float:
+    """Seconds of gaps one MoE layer's kernels leave on the device for one micro-batch, forward and backward,
+    beyond those ``layer_forward`` already charges its GEMMs (the router's and the experts', ``kernel_s``
+    once forward and twice backward): each of ``moe_layer_kernels`` at ``eff.kernel_s`` launched eagerly, at
+    ``eff.graph_kernel_s`` when a CUDA graph replays the layer (``moe_launch="graphed"``)."""
+    gap = eff.graph_kernel_s if layout.moe_launch == "graphed" else eff.kernel_s
     priced = 3 * sum(1 for name, *_ in gemms if name == "router" or name.startswith(("experts", "shared")))
-    return max(0.0, moe_layer_kernels(model, layout) - priced)
+    return max(0.0, moe_layer_kernels(model, layout) * gap - priced * eff.kernel_s)
 
 
 def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:

@@ -53,8 +53,8 @@
   unpaired, are not told apart).
 * a MoE layer's **kernels** (``moe_launch``): forward and backward, 108 of them, 17 more per local expert
   when each expert's GEMMs are launched on their own (all counted on one H200).  Each costs the device a
-  gap of ``kernel_s`` (``costs.moe_uncounted_kernels``: those beyond the GEMMs already priced; none from a
-  CUDA graph), and the host ``host_kernel_s`` to launch (``costs.moe_host_time``); the dispatcher's host
+  gap of ``kernel_s``, ``graph_kernel_s`` when a CUDA graph replays the layer (``costs.moe_gap_time``: beyond
+  what its GEMMs are already charged), and the host ``host_kernel_s`` to launch (``costs.moe_host_time``); the dispatcher's host
   sync keeps the host from running further ahead than the layer, so the GPU waits for what of the
   launching outlasts the layer's device work.
 * **data-parallel** gradient reduction (in bf16, or fp32 with ``grad_reduce="fp32"``) over DP x CP
@@ -375,6 +375,6 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                                           "comm_clock",
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "host_kernel_s",
-                                                          "latency_s")},
+                                                          "graph_kernel_s", "latency_s")},
         "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

@@ -73,13 +73,16 @@ def test_the_host_launches_the_model_prices_are_the_ones_measured():
 
 def test_the_device_idles_about_the_priced_launch_gap_between_eager_kernels_and_less_from_a_graph():
     """Wall time less the traced kernels' busy time, over their count: the gap each kernel costs the device,
-    which the model charges as ``kernel_s`` (inside its sourced spread eager, with or without the host sync;
-    a CUDA graph's replay leaves about a microsecond, which the model does not charge)."""
+    which the model charges as ``kernel_s`` (inside its sourced spread eager, with or without the host sync)
+    and, replayed from a CUDA graph, as ``graph_kernel_s``, about a microsecond."""
     from playground.bench.moe import GRAPHED, launch_fit
     from playground.planner.layout import EFFICIENCY
     gap, (low, high) = launch_fit(RECORDS)["gap_us"], EFFICIENCY.spread["kernel_s"]
     assert low * 1e6 <= gap["grouped"] < gap["grouped_sync"] <= high * 1e6
     assert gap[GRAPHED] < low * 1e6 / 2
+    assert gap[GRAPHED] == pytest.approx(EFFICIENCY.graph_kernel_s * 1e6, abs=0.05)
+    g_low, g_high = EFFICIENCY.spread["graph_kernel_s"]
+    assert g_low * 1e6 <= gap[GRAPHED] <= g_high * 1e6
 
 
 def test_a_layer_takes_about_the_longer_of_its_device_work_and_its_launching_unless_the_two_take_turns():

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from playground.planner.costs import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, Model, layer_gemms, moe_host_time,
-                                      moe_uncounted_kernels)
+from playground.planner.costs import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, Model, layer_gemms, moe_gap_time,
+                                      moe_host_time)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
 from playground.planner.presets import preset
@@ -41,14 +41,18 @@ def test_the_host_launches_a_fixed_set_of_kernels_a_layer_and_more_per_expert_la
 
 def test_every_kernel_of_a_moe_layer_costs_the_device_a_gap_beyond_the_gemms_already_priced():
     gemms = layer_gemms(QWEN3_30B, 1, 1, 1, 8, True)
-    # the router's and the experts' GEMMs are priced a launch each, once forward and twice backward
-    assert moe_uncounted_kernels(QWEN3_30B, EP8, gemms) == MOE_LAYER_KERNELS - 3 * 3
-    assert moe_uncounted_kernels(QWEN3_30B, replace(EP8, moe_launch="per_expert"), gemms) == \
-        MOE_LAYER_KERNELS + 16 * MOE_EXPERT_KERNELS - 9
-    assert moe_uncounted_kernels(QWEN3_30B, replace(EP8, moe_launch="graphed"), gemms) == 0
-    slower = (predict(QWEN3_30B, B200, replace(EP8, moe_launch=m), replace(EFFICIENCY, host_kernel_s=0.0))["step_time_s"]
-              for m in ("graphed", "grouped", "per_expert"))
-    graphed, grouped, per_expert = slower
+    k, graph = EFFICIENCY.kernel_s, EFFICIENCY.graph_kernel_s
+    # the router's and the experts' GEMMs are charged a launch each, once forward and twice backward
+    assert moe_gap_time(QWEN3_30B, EP8, gemms, EFFICIENCY) == pytest.approx((MOE_LAYER_KERNELS - 3 * 3) * k)
+    assert moe_gap_time(QWEN3_30B, replace(EP8, moe_launch="per_expert"), gemms, EFFICIENCY) == \
+        pytest.approx((MOE_LAYER_KERNELS + 16 * MOE_EXPERT_KERNELS - 9) * k)
+    # a graph replays every kernel at its own, shorter gap, less what the GEMMs were charged
+    assert moe_gap_time(QWEN3_30B, replace(EP8, moe_launch="graphed"), gemms, EFFICIENCY) == \
+        pytest.approx(MOE_LAYER_KERNELS * graph - 9 * k)
+    assert EFFICIENCY.graph_kernel_s < EFFICIENCY.spread["kernel_s"][0] / 2
+    graphed, grouped, per_expert = (
+        predict(QWEN3_30B, B200, replace(EP8, moe_launch=m), replace(EFFICIENCY, host_kernel_s=0.0))["step_time_s"]
+        for m in ("graphed", "grouped", "per_expert"))
     assert graphed < grouped < per_expert
 
 
