@@ -233,7 +233,8 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     forward), ``mla_up_proj``, ``mlp``, ``moe`` and ``shared_experts`` their GEMMs again (the routed
     experts' at the busiest rank's pace), and the element-wise kernels each module runs: both norms'
     8 T h bytes (``layernorm``), the MLP activation's read and write (``moe_act``, ``mlp``, ``moe``,
-    ``shared_experts``), the permutation's 4 k T h (``moe``).  The dispatch all-to-alls ``moe`` runs
+    ``shared_experts``), the permutation's 4 k T h and the forward's third of the kernels' gaps
+    (``moe``, ``moe_gap_time``).  The dispatch all-to-alls ``moe`` runs
     again are the step-time model's; the sequence-parallel all-gather inside a recomputed MLP is left out."""
     modules = layout.selective_modules
     if not modules:
@@ -257,8 +258,10 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
                      shared_experts=shared)
     else:
         moved["mlp"] = act(model.ffn_width)
-    if moe and "moe" in modules:   # the whole layer again holds the shared experts' and routed activation
-        modules = [m for m in modules if m not in ("moe_act", "shared_experts")]
+    if moe and "moe" in modules:   # the whole layer again holds the shared experts' and routed activation,
+        modules = [m for m in modules if m not in ("moe_act", "shared_experts")]   # and its kernels' gaps again
+        seconds += moe_gap_time(model, layout, layer_gemms(model, b, t, layout.cp, layout.ep, moe,
+                                                           layout.expert_tp_degree, local), eff) / 3
     kernels = [m for m in modules if moved.get(m)]
     return seconds + sum(moved[m] for m in kernels) / (eff.hbm * gpu.hbm_bytes_per_s) + len(kernels) * eff.kernel_s
 

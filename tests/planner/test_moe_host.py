@@ -56,6 +56,15 @@ def test_every_kernel_of_a_moe_layer_costs_the_device_a_gap_beyond_the_gemms_alr
     assert graphed < grouped < per_expert
 
 
+def test_recomputing_the_moe_module_pays_its_forward_third_of_the_gaps_again():
+    from playground.planner.costs import module_recompute_time
+    recompute = replace(EP8, recompute="selective", recompute_modules=("moe",))
+    with_gaps, without = (module_recompute_time(QWEN3_30B, recompute, B200.gpu, e, moe=True)
+                          for e in (EFFICIENCY, replace(EFFICIENCY, kernel_s=0.0)))
+    gaps = moe_gap_time(QWEN3_30B, recompute, layer_gemms(QWEN3_30B, 1, 1, 1, 8, True), EFFICIENCY)
+    assert with_gaps - without >= gaps / 3
+
+
 def test_the_gaps_a_moe_step_is_charged_are_the_idle_time_nsight_measured_between_its_kernels():
     """Megatron-Bridge's Nsight comparison (Qwen3-30B-A3B, 16 H100s, EP 16, overlap off): 463,348 kernels
     on rank 0, the GPU active 22.821 s of the 24.714 s step.  The model's launch cost over the step, the
