@@ -26,12 +26,12 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
                                            ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
-from playground.planner.moe_kernels import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, moe_gap_time,  # noqa: F401
-                                           moe_host_time, moe_layer_kernels)
+from playground.planner.moe_kernels import (FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,  # noqa: F401
+                                           fp8_expert_casts, moe_gap_time, moe_host_time, moe_layer_kernels)
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
-           "moe_layer_kernels", "moe_gap_time",
+           "moe_layer_kernels", "moe_gap_time", "FP8_QUANTIZE_KERNELS", "fp8_expert_casts",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
@@ -270,16 +270,17 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     """HBM bytes one layer's FP8 casts move per micro-batch, forward and backward together.
 
     Every operand of an FP8 GEMM is scaled and cast from bf16: its absolute maximum read (2 B per
-    element, the current/tensor-wise scaling of Megatron-Bridge's FP8-CS and torchtitan's float8),
-    read again and written in FP8 (2 + 1 B), and written once more transposed for the backward
-    GEMM that needs the other major order (1 B): 6 B per element.  Forward casts each input
+    element, under tensor scaling: Megatron-Bridge's FP8-CS, torchtitan's float8), read again and
+    written in FP8 (2 + 1 B), and written once more transposed for the backward GEMM that needs the
+    other major order (1 B): 6 B per element.  Delayed and block scaling (``layout.fp8_scaling``) find
+    their scales inside the cast and skip the first read: 4 B.  Forward casts each input
     activation (M x K) and each weight (K x N); backward each output gradient (M x N).  A weight is
     cast once per step when ``layout.fp8_weight_cache`` holds and ZeRO-3 does not re-gather it
     (Transformer Engine keeps the FP8 copy from the step's first micro-batch: its share of each
     micro-batch is 1/m), else every micro-batch.  The attention core and the logits stay in bf16
     and cast nothing."""
-    per_element = 2 + 2 + 1 + 1
-    weights = 1 / layout.micro_batches if layout.fp8_weight_cache and layout.zero_stage != 3 else 1.0
+    per_element = (2 if layout.fp8_scaling == "tensor" else 0) + 2 + 1 + 1
+    weights = layout.fp8_weight_share
     return per_element * sum(c * (M * K + weights * K * N + M * N)
                              for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,
                                                                  layout.ep, moe, layout.expert_tp_degree)

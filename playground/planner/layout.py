@@ -22,7 +22,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "RECOMPUTE_SHARES",
+           "DTYPES", "FP8_SCALINGS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "RECOMPUTE_SHARES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -30,6 +30,11 @@ RECOMPUTE = ("none", "selective", "op", "full")  # "op": torchtitan's per-op sel
 # Megatron-Core's --recompute-modules (selective granularity; TransformerConfig.recompute_modules)
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts")
 DTYPES = ("bf16", "fp8")
+# how FP8 GEMM operands are scaled: tensor (one scale per tensor from its current absolute maximum: Megatron-Bridge's
+# FP8-CS, torchao's tensorwise float8), delayed (one per tensor from earlier steps' maxima: Transformer Engine's
+# DelayedScaling, NeMo's FP8 before 2025), block (one per block of 32 or 128 elements, found in the cast: MXFP8,
+# DeepSeek-V3's 1 x 128 tiles)
+FP8_SCALINGS = ("tensor", "delayed", "block")
 CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
@@ -109,6 +114,8 @@ class Layout:
                                      # micro-batch, reused by the rest (Transformer Engine's is_first_microbatch,
                                      # which Megatron-Core's schedules set); False: cast every micro-batch.  Under
                                      # ZeRO-3 every micro-batch gathers the weights again, and casts them again
+    fp8_scaling: str = "tensor"      # how FP8 operands are scaled (FP8_SCALINGS): what each cast reads and how many
+                                     # kernels Transformer Engine launches to cast a MoE layer's experts one by one
     loss_fp32: bool = True           # the loss upcasts the logits to fp32 (False: computed on the bf16 logits)
     loss_kernel: str = "upcast"      # upcast (logits.float(), then PyTorch's cross-entropy) | megatron (Megatron's
                                      # unfused vocab-parallel chain, in place in fp32) | fused (one kernel: Megatron's
@@ -176,6 +183,12 @@ class Layout:
         return self.recompute_share if self.recompute == "full" else 0.0
 
     @property
+    def fp8_weight_share(self) -> float:
+        """Each weight's FP8 casts per micro-batch: one a step (1/m) when ``fp8_weight_cache`` holds outside
+        ZeRO-3, else one every micro-batch (ZeRO-3 gathers the bf16 weights again each time)."""
+        return 1 / self.micro_batches if self.fp8_weight_cache and self.zero_stage != 3 else 1.0
+
+    @property
     def expert_tp_degree(self) -> int:
         return self.expert_tp or self.tp
 
@@ -209,7 +222,8 @@ class Layout:
             knobs.append(f"ETP={self.expert_tp_degree}")
         zero = ("HSDP (shard over " + str(self.shard_group) + ")") if self.zero_stage == 3 and self.shard_group \
             else ("FSDP (ZeRO-3)" if self.zero_stage == 3 else f"ZeRO-{self.zero_stage}")
-        stack = [label for on, label in ((self.dtype == "fp8", "FP8 GEMMs"), (self.kernels == "eager", "eager kernels"),
+        fp8 = "FP8 GEMMs" + (f" ({self.fp8_scaling} scaling)" if self.fp8_scaling != "tensor" else "")
+        stack = [label for on, label in ((self.dtype == "fp8", fp8), (self.kernels == "eager", "eager kernels"),
                                          (self.flash_attention and self.attention_kernel in ("fa1", "fa2"),
                                           f"FlashAttention-{self.attention_kernel[-1]}"),
                                          (self.flash_attention and self.attention_kernel == "cudnn", "cuDNN attention"),

@@ -11,8 +11,8 @@ import math
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
-from playground.planner.layout import (CP_METHODS, DTYPES, KERNELS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE, RECOMPUTE_MODULES,
-                                       TP_OVERLAP, Layout)
+from playground.planner.layout import (CP_METHODS, DTYPES, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE,
+                                       RECOMPUTE_MODULES, TP_OVERLAP, Layout)
 
 __all__ = ["check_layout", "check_recompute_modules"]
 
@@ -137,6 +137,10 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):
         raise PlanError("fp32 gathers are FSDP's weights kept in fp32: they need ZeRO stage 3 (--zero-stage 3)"
                         if layout.zero_stage != 3 else "fp32 gathers and float8 gathers exclude each other")
+    if layout.fp8_scaling not in FP8_SCALINGS:
+        raise PlanError(f"fp8_scaling must be one of {', '.join(FP8_SCALINGS)}, got {layout.fp8_scaling!r}")
+    if layout.fp8_scaling != "tensor" and layout.dtype != "fp8":
+        raise PlanError(f"{layout.fp8_scaling} scaling is how FP8 GEMMs scale their operands: it needs --dtype fp8")
     if layout.fp8_activations and layout.dtype != "fp8":
         raise PlanError("FP8 activation caching stores what FP8 GEMMs read: it needs --dtype fp8")
     if layout.ep_overlap and layout.ep == 1:

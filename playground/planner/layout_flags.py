@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 
-from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
+from playground.planner.costs import FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, MOE_PROBS
+from playground.planner.layout import EFFICIENCY, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS
 from playground.planner.flag_values import number, whole
 from playground.planner.step_range import SETTINGS
 
@@ -59,6 +59,14 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "--recompute selective (default: core_attn)")
     lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
                      "the attention core and the logits stay bf16 (default: bf16)")
+    lay.add_argument("--fp8-scaling", choices=FP8_SCALINGS, help="with --dtype fp8, how each operand is scaled: "
+                     "tensor (one scale from the tensor's current maximum, read in a pass of its own: Megatron-Bridge's "
+                     "FP8-CS, torchao's tensorwise float8), delayed (one from earlier steps' maxima: Transformer "
+                     "Engine's DelayedScaling, NeMo's FP8 before 2025) or block (one per block of 32 or 128 elements, "
+                     "found in the cast: MXFP8 on Blackwell, DeepSeek-V3's tiles); tensor reads each operand once more "
+                     "(6 bytes an element cast, not 4), and Transformer Engine casts a MoE layer's experts one by one "
+                     f"under tensor ({FP8_QUANTIZE_KERNELS['tensor']} kernels each) and block scaling "
+                     f"({FP8_QUANTIZE_KERNELS['block']}), all at once under delayed (default: tensor)")
     lay.add_argument("--kernels", choices=("fused", "eager"), help="fused: Megatron/Transformer Engine or "
                      "torch.compile kernels; eager: PyTorch op by op (RMSNorm, RoPE, SwiGLU unfused; a MoE layer's "
                      "routing, permutation and combine at the bytes measured on an H200) (default: fused)")
@@ -171,7 +179,7 @@ def layout_knobs(opts) -> dict:
             raise PlanError(f"--recompute-share chooses which blocks full recomputation runs again; it does not go "
                             f"with --recompute {opts.recompute}")
         knobs["recompute"], knobs["recompute_share"] = "full", _share(share)
-    for key in ("recompute", "dtype", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
+    for key in ("recompute", "dtype", "fp8_scaling", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "moe_probs", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
                 "loss_fp32", "loss_kernel"):

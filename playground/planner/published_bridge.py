@@ -79,7 +79,8 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     settings of its ``recipe`` where one was read."""
     # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
     # over DDP without it and with it, never ZeRO-3)
-    layout = replace(layout, attention_kernel=TE_ATTENTION, **(recipe.settings if recipe else {}))
+    layout = replace(layout, attention_kernel=TE_ATTENTION, **(recipe.settings if recipe else {}),
+                     **(dict(fp8_scaling="block") if "FP8-MX" in name else {}))
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ()) + (("moe_launch",) if model.is_moe else ())
     system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]

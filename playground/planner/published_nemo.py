@@ -47,8 +47,9 @@ __all__ = ["NEMO_2407", "NEMO_2403_LONG", "NEMO_2409_DGXC"]
 _SOURCE = ("https://github.com/NVIDIA/NeMo/blob/070a0bb168d405d653b9734c0017cf5078e77c0d/docs/source/performance/"
            "performance_summary.md (Pretraining, NeMo 24.07 container, DGX-H100, FP8)")
 _UNSTATED = ("recompute", "sequence_parallel", "overlap_grad_reduce", "tp_overlap", "grad_reduce", "p2p_overlap")
-_NOTE = ("FP8 (Transformer Engine) on the linear layers; recompute, sequence parallelism, TP/DP/PP communication "
-         "overlap and the gradient-reduction dtype not in the table (Layout.today's taken, the range over them)")
+_NOTE = ("FP8 (Transformer Engine 1.x, whose only recipe is delayed scaling) on the linear layers; recompute, sequence "
+         "parallelism, TP/DP/PP communication overlap and the gradient-reduction dtype not in the table (Layout.today's "
+         "taken, the range over them)")
 
 
 def _gpt3(layers, hidden, heads, name):
@@ -58,7 +59,7 @@ def _gpt3(layers, hidden, heads, name):
 def _row(name, model, gpus, batch, micro, tp, pp, cp, vp, tps):
     dp = gpus // (tp * pp * cp)
     layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=micro, global_batch=batch, vpp=vp, dtype="fp8",
-                          attention_kernel=TE_ATTENTION)
+                          fp8_scaling="delayed", attention_kernel=TE_ATTENTION)
     label = f"{name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") + (f" VP {vp}" if vp > 1 else "")
     return PublishedStackRun(label, "NeMo 24.07 (Megatron-Core, FP8)", _SOURCE, "H100", model, layout, _UNSTATED,
                              tokens_per_s_per_gpu=tps, note=_NOTE, cite="nvidia2024nemoperf")
@@ -86,14 +87,15 @@ NEMO_2407 = tuple(_row(*r) for r in (
 _LONG_SOURCE = ("https://github.com/NVIDIA/NeMo/blob/19fadb67b09ba94c55094d34df119d6f9c565068/docs/source/performance/"
                 "performance_long_sequence.md (LLAMA2-7B (FP8) - H100, NeMo 24.03.01, DGX-H100, the 'With CP' columns)")
 _LONG_UNSTATED = _UNSTATED + ("micro_batch", "vpp")
-_LONG_NOTE = ("FP8 (Transformer Engine 1.5) on the linear layers, cuDNN fused attention, ring CP; tokens/s from the "
+_LONG_NOTE = ("FP8 (Transformer Engine 1.5, delayed scaling: its only recipe) on the linear layers, cuDNN fused attention, ring CP; tokens/s from the "
               "table's TFLOP/s per GPU in Megatron-Core's count; micro-batch, recompute, sequence parallelism and the "
               "overlaps not given (Layout.today's and a micro-batch of 1 taken, the range over them)")
 
 
 def _long_row(k_tokens, gpus, batch, tp, pp, dp, cp, tflops):
     model = replace(llama2("7b"), seq_len=k_tokens * 1024)
-    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=1, global_batch=batch, dtype="fp8", attention_kernel=TE_ATTENTION)
+    layout = Layout.today(tp, pp, dp, cp=cp, micro_batch=1, global_batch=batch, dtype="fp8", fp8_scaling="delayed",
+                          attention_kernel=TE_ATTENTION)
     tokens = tflops * 1e12 / megatron_core_flops_per_token(model)
     label = f"LLAMA2-7B, {k_tokens}K, {gpus} H100, TP {tp} PP {pp} DP {dp} CP {cp}"
     return PublishedStackRun(label, "NeMo 24.03 long sequences (Megatron-Core, FP8, CP)", _LONG_SOURCE, "H100",
@@ -119,13 +121,14 @@ def _dgxc_row(model, folder, container, tp, pp, cp, ep, vp, micro, recompute, tp
     dp = gpus // (tp * pp * cp)
     layout = Layout.today(tp, pp, dp, cp=cp, ep=ep, micro_batch=micro, global_batch=batch, vpp=vp, dtype=dtype,
                           recompute=recompute, tp_overlap=tp_overlap, p2p_overlap=p2p_overlap, grad_reduce="bf16",
-                          attention_kernel=TE_ATTENTION, **extra)
+                          attention_kernel=TE_ATTENTION, **extra, **(dict(fp8_scaling="delayed") if dtype == "fp8" else {}))
     label = f"{model.name}, {gpus} H100, TP {tp} PP {pp}" + (f" CP {cp}" if cp > 1 else "") \
         + (f" EP {ep}" if ep > 1 else "") + (f" VP {vp}" if vp > 1 else "") + f", {'FP8' if dtype == 'fp8' else 'BF16'}"
     note = _DGXC_NOTE.format(container=container, recompute=f"recompute {recompute}",
                              sp="on" if layout.sequence_parallel else "off", tp=tp_overlap if tp > 1 else "n/a",
                              p2p="behind compute" if p2p_overlap else "waited on",
-                             dtype="FP8 on the linear layers" if dtype == "fp8" else "BF16",
+                             dtype="FP8 on the linear layers, delayed scaling (fp8_amax_history_len 1024)"
+                             if dtype == "fp8" else "BF16",
                              dropout="; dropout 0.1" if layout.dropout else "")
     if model.is_moe:   # a container of 2024: Megatron-Core before v0.13 weighted the experts' outputs at the combine
         note += "; the routing weights scale each expert's output at the combine, which keeps it (moe_probs combine)"

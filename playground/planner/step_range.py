@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, MOE_LAUNCH, MOE_PROBS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
+from playground.planner.layout import EFFICIENCY, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
@@ -58,6 +58,7 @@ SETTINGS = {
     "moe_probs": MOE_PROBS,            # where the router's weights scale a routed copy (memory only)          # the experts' GEMMs as one kernel, one by one from Python, or graphed
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
+    "fp8_scaling": FP8_SCALINGS,       # scales per tensor now, per tensor from the past, or per block
     "grad_reduce": ("bf16", "fp32"),
     "zero_stage": (0, 1, 2, 3),
     # Megatron's DDP with or without its distributed optimizer (--use-distributed-optimizer, ZeRO-1):

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from playground.planner.costs import (MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, Model, layer_gemms, moe_gap_time,
-                                      moe_host_time)
+from playground.planner.costs import (FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, Model,
+                                      fp8_expert_casts, layer_gemms, moe_gap_time, moe_host_time)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
 from playground.planner.presets import preset
@@ -54,6 +54,28 @@ def test_every_kernel_of_a_moe_layer_costs_the_device_a_gap_beyond_the_gemms_alr
         predict(QWEN3_30B, B200, replace(EP8, moe_launch=m), replace(EFFICIENCY, host_kernel_s=0.0))["step_time_s"]
         for m in ("graphed", "grouped", "per_expert"))
     assert graphed < grouped < per_expert
+
+
+def test_transformer_engine_casts_each_expert_apart_unless_delayed_scaling_fuses_them():
+    """GroupedLinear's split_quantize fuses the experts' casts under delayed scaling only: under tensor scaling
+    each expert's operand takes four kernels (zero the maximum, find it, the scale, the cast), under block one."""
+    fp8 = replace(EP8, dtype="fp8")                    # 16 local experts, 8 micro-batches: weights cast on the first
+    assert fp8.micro_batches == 8 and FP8_QUANTIZE_KERNELS == {"tensor": 4, "block": 1, "delayed": 0}
+    # forward the two inputs and an eighth of the two weights, backward the two output gradients
+    assert fp8_expert_casts(QWEN3_30B, fp8) == pytest.approx(((2 + 2 / 8) * 4 * 16, 2 * 4 * 16))
+    assert fp8_expert_casts(QWEN3_30B, replace(fp8, fp8_scaling="block")) == pytest.approx(((2 + 2 / 8) * 16, 2 * 16))
+    assert fp8_expert_casts(QWEN3_30B, replace(fp8, fp8_scaling="delayed")) == pytest.approx((2 + 2 / 8, 2))
+    assert fp8_expert_casts(QWEN3_30B, EP8) == (0, 0)                      # bf16 casts nothing
+    # each cast kernel is a gap on the device and a launch from Transformer Engine's C++ loop on the host
+    gemms, k = layer_gemms(QWEN3_30B, 1, 1, 1, 8, True), EFFICIENCY.kernel_s
+    casts = sum(fp8_expert_casts(QWEN3_30B, fp8))
+    assert moe_gap_time(QWEN3_30B, fp8, gemms, EFFICIENCY) - moe_gap_time(QWEN3_30B, EP8, gemms, EFFICIENCY) \
+        == pytest.approx(casts * k)
+    assert moe_host_time(QWEN3_30B, fp8, EFFICIENCY) - moe_host_time(QWEN3_30B, EP8, EFFICIENCY) \
+        == pytest.approx(casts * k)
+    # so, all else equal, tensor scaling's step is the slowest on a MoE of many small experts
+    steps = {s: predict(QWEN3_30B, B200, replace(fp8, fp8_scaling=s))["step_time_s"] for s in ("tensor", "block", "delayed")}
+    assert steps["delayed"] < steps["block"] < steps["tensor"]
 
 
 def test_recomputing_the_moe_module_pays_its_forward_third_of_the_gaps_again():
@@ -125,6 +147,10 @@ def test_the_command_line_takes_the_launch_and_names_the_wait(capsys, tmp_path):
     assert "moe_host_wait" in capsys.readouterr().out
     assert step_time_main(base + ["--moe-launch", "compiled"]) == 2
     assert "invalid choice: 'compiled'" in capsys.readouterr().err
+    assert step_time_main(base + ["--dtype", "fp8", "--fp8-scaling", "block"]) == 0
+    assert "FP8 GEMMs (block scaling)" in capsys.readouterr().out
+    assert step_time_main(base + ["--fp8-scaling", "block"]) == 2
+    assert capsys.readouterr().err.strip().endswith("block scaling is how FP8 GEMMs scale their operands: it needs --dtype fp8")
 
 
 def test_a_host_floor_is_why_a_bigger_micro_batch_paid_megatron_bridge_so_much_on_b200s():

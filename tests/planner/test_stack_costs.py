@@ -37,6 +37,18 @@ def test_fp8_casts_six_bytes_per_operand_element_and_keeps_the_logits_in_bf16():
     assert fp8["compute_parts"]["logits"] == pytest.approx(bf16["compute_parts"]["logits"])
 
 
+def test_delayed_and_block_scaling_find_their_scales_in_the_cast_and_read_each_operand_once():
+    lay = replace(FSDP8, dtype="fp8")
+    for scaling in ("delayed", "block"):
+        assert fp8_cast_bytes(LLAMA, replace(lay, fp8_scaling=scaling)) == pytest.approx(4 / 6 * fp8_cast_bytes(LLAMA, lay))
+        assert f"FP8 GEMMs ({scaling} scaling)" in replace(lay, fp8_scaling=scaling).describe()
+    assert predict(LLAMA, H100, replace(lay, fp8_scaling="delayed"))["step_time_s"] < predict(LLAMA, H100, lay)["step_time_s"]
+    with pytest.raises(PlanError, match="needs --dtype fp8"):
+        predict(LLAMA, H100, replace(FSDP8, fp8_scaling="block"))
+    with pytest.raises(PlanError, match="fp8_scaling must be one of tensor, delayed, block"):
+        predict(LLAMA, H100, replace(lay, fp8_scaling="rowwise"))
+
+
 def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers_it_again():
     gemms = [g for g in layer_gemms(LLAMA, 1, 4) if g[0] not in ("scores", "context")]
     activations = 6 * sum(c * (M * K + M * N) for _, c, M, N, K in gemms)

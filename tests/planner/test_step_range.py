@@ -118,24 +118,26 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
     assert bool(lines) == flagged and not flagged
 
 
-def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_only_while_their_rows_replay_slower():
+def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_while_their_rows_replay_slower():
     """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: the published
     rows of that kind replay slower than predicted in every stack but Megatron-Bridge (its FSDP runs on
     8 GPUs, of 25.09 and of 25.11).  With autocast's fp32 stream counted on llm-foundry's DEFAULT-precision rows and
-    Transformer Engine's attention priced as the cuDNN kernel it runs, they do so by less than the
-    caveat's bar at the median: the rule drops the line, and would give it again were the rows to say
-    so.  Recomputing, tensor parallelism or a MoE leave the kind."""
+    Transformer Engine's attention priced as the cuDNN kernel it runs, they did so by less than the
+    caveat's bar at the median, and the rule dropped the line; once NeMo's FP8 rows were priced as the
+    delayed scaling they ran (no pass of its own for each operand's maximum), by more: the line is given
+    again.  Recomputing, tensor parallelism or a MoE leave the kind."""
     from playground.planner import preset
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
     name = "a dense model without tensor parallelism or activation recomputation"
     kind = [k[0] for k in _KINDS].index(name)
     ratios = _published_ratios(kind)
-    assert len(ratios) >= 10 and 1 < statistics.median(ratios) <= CAVEAT_MEDIAN
+    assert len(ratios) >= 10 and CAVEAT_MEDIAN < statistics.median(ratios) < 1.15
     assert sum(r <= 1 for r in ratios) == 2   # the caveat's "in all but one stack ... they ran slower"
     dense, h100 = preset("llama3-8b"), Cluster.of("H100")
     hsdp = Layout.today(1, 1, 64, micro_batch=2, global_batch=512, zero_stage=3, shard_group=8)
     assert _KINDS[kind][1](dense, h100, hsdp)
-    assert not any(name in x for x in validation_caveats(dense, h100, hsdp))
+    [line] = [x for x in validation_caveats(dense, h100, hsdp) if name in x]
+    assert f"{len(ratios) - 2} of {len(ratios)} published runs" in line and "read the time as optimistic" in line
     for other in (replace(hsdp, recompute="full"), Layout.today(2, 1, 32, micro_batch=2, global_batch=512)):
         assert not _KINDS[kind][1](dense, h100, other)
     assert not _KINDS[kind][1](preset("mixtral-8x7b"), h100, hsdp)

@@ -14,18 +14,18 @@ CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "06_throughput.ipyn
 # each solution's label -> the numbers its prose says the code prints
 QUOTED = {
     "ex-throughput-bf16-loss": ("4.6", "76.0"),
-    "ex-throughput-fp8-weight-cache": ("1.24", "5.25", "4.96", "5.5"),
-    "ex-throughput-tp-overlap": ("9.66", "0.24", "10.41", "0.99", "11.16", "1.74", "7.7", "13.6"),
+    "ex-throughput-fp8-weight-cache": ("0.83", "5.04", "4.85", "3.8"),
+    "ex-throughput-tp-overlap": ("9.42", "0.24", "10.18", "0.99", "10.93", "1.74", "7.5", "13.3"),
     "ex-throughput-ring-crossing": ("200", "450", "400"),
     "ex-throughput-unstated-network": ("0.26", "0.05", "1.04", "0.18", "1.80", "1.93", "0.22", "0.78", "42.74",
                                        "43.30"),
     "ex-throughput-expert-dp": ("14.34", "50", "1.64", "1.18", "2.33", "1.59", "0.20", "1.99"),
     "ex-throughput-comm-clock": ("5.84", "6.12", "1.048", "4.24", "4.54", "1.070"),
-    "ex-throughput-dropless": ("3.1", "4.7", "9.2", "6.1"),
+    "ex-throughput-dropless": ("3.4", "4.7", "9.2", "5.8"),
     "ex-throughput-moe-host": ("16.6", "0.68", "8.3", "3.2", "2.6"),
     "ex-throughput-moe-gaps": ("3,072", "1.66", "6.7", "24.7", "0.36", "2.17", "1.89", "21.86", "20.56"),
-    "ex-throughput-host-micro-batch": ("12.2", "4.9", "60", "6,913", "5", "26,476", "31,004", "25,215", "16.2",
-                                       "27.1", "23,069"),
+    "ex-throughput-host-micro-batch": ("12.5", "5.1", "60", "6,737", "8", "25,815", "31,500", "25,434", "16.7",
+                                       "26.8", "23,435"),
 }
 
 
