@@ -50,7 +50,7 @@ class Model:
     position_embeddings: bool = True  # learned positions (GPT); False for rotary (Llama)
     head_dim: int | None = None     # per-head size; hidden / heads when None (Qwen3 sets its own)
     qkv_bias: bool = True           # biases on Q, K, V (GPT, Qwen2); Llama has none
-    proj_bias: bool = True          # biases on the output projection and the MLP (GPT)
+    proj_bias: bool = True          # biases on the output projection and the MLP (GPT), a MoE's experts too (gpt-oss)
     norm: str = "layernorm"         # "layernorm" (weight + bias) or "rmsnorm" (weight only)
     qk_norm: bool = False           # RMSNorm on each head's queries and keys (Qwen3)
     sandwich_norm: bool = False     # a norm after attention and after the MLP too: 4 a layer (Gemma 2, 3)

@@ -26,12 +26,14 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
                                            ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
-from playground.planner.moe_kernels import (FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,  # noqa: F401
-                                           fp8_expert_casts, moe_gap_time, moe_host_time, moe_layer_kernels)
+from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNELS, FP8_QUANTIZE_KERNELS,  # noqa: F401
+                                           MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, expert_bias_kernels, fp8_expert_casts,
+                                           moe_gap_time, moe_host_time, moe_layer_kernels)
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
-           "moe_layer_kernels", "moe_gap_time", "FP8_QUANTIZE_KERNELS", "fp8_expert_casts",
+           "moe_layer_kernels", "moe_gap_time", "FP8_QUANTIZE_KERNELS", "fp8_expert_casts", "EXPERT_BIAS_KERNELS",
+           "EXPERT_BIAS_BYTES", "expert_bias_kernels",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
@@ -186,6 +188,8 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     if moe:
         width = model.top_k * model.expert_width + model.shared_width
         replicated += permutation_bytes(model, T, t, layout)
+        if model.proj_bias:   # the experts' output biases, added expert by expert (a third a pass)
+            replicated += EXPERT_BIAS_BYTES / 3 * sum(c * M * N for name, c, M, N, K in gemms if name == "experts_out")
     else:
         width = model.ffn_width
     mlp_act = activation_bytes(model, T, width, t)

@@ -10,8 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from playground.planner.costs import (FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, Model,
-                                      fp8_expert_casts, layer_gemms, moe_gap_time, moe_host_time)
+from playground.planner.costs import (EXPERT_BIAS_BYTES, FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,
+                                      Model, expert_bias_kernels, fp8_expert_casts, layer_forward, layer_gemms,
+                                      moe_gap_time, moe_host_time)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
 from playground.planner.presets import preset
@@ -20,7 +21,8 @@ from playground.planner.step_time import predict
 
 # Qwen3-30B-A3B's shape, four layers: 128 experts of 768, top 8
 QWEN3_30B = Model(4, 2048, 32, seq_len=4096, experts=128, top_k=8, moe_ffn=768, gated_mlp=True, norm="rmsnorm",
-                  kv_heads=4, head_dim=128, position_embeddings=False, tied_embeddings=False)
+                  kv_heads=4, head_dim=128, position_embeddings=False, tied_embeddings=False, qkv_bias=False,
+                  proj_bias=False)
 B200 = Cluster.of("B200")
 EP8 = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=64)
 
@@ -76,6 +78,29 @@ def test_transformer_engine_casts_each_expert_apart_unless_delayed_scaling_fuses
     # so, all else equal, tensor scaling's step is the slowest on a MoE of many small experts
     steps = {s: predict(QWEN3_30B, B200, replace(fp8, fp8_scaling=s))["step_time_s"] for s in ("tensor", "block", "delayed")}
     assert steps["delayed"] < steps["block"] < steps["tensor"]
+
+
+def test_biased_experts_get_their_output_biases_added_expert_by_expert_from_python():
+    """Megatron-Core's TEGroupedMLP (and NeMo AutoModel's experts of 2025) add each expert's output bias, scaled by
+    its rows' routing probabilities in fp32, one expert at a time, then concatenate the rows and cast them back."""
+    biased = replace(QWEN3_30B, proj_bias=True)                 # 16 local experts at EP 8
+    assert expert_bias_kernels(QWEN3_30B, EP8) == (0, 0)
+    assert expert_bias_kernels(biased, EP8) == (2 * 16 + 2, 5 * 16 + 3)
+    kernels = sum(expert_bias_kernels(biased, EP8))
+    gemms = layer_gemms(QWEN3_30B, 1, 1, 1, 8, True)
+    # each kernel a gap on the device and a launch from Python on the host
+    assert moe_gap_time(biased, EP8, gemms, EFFICIENCY) - moe_gap_time(QWEN3_30B, EP8, gemms, EFFICIENCY) == \
+        pytest.approx(kernels * EFFICIENCY.kernel_s)
+    assert moe_host_time(biased, EP8, EFFICIENCY) - moe_host_time(QWEN3_30B, EP8, EFFICIENCY) == \
+        pytest.approx(kernels * EFFICIENCY.host_kernel_s)
+    # and 68 bytes per element of the experts' output (a routed copy h wide), a third of them a pass
+    assert EXPERT_BIAS_BYTES == 68
+    routed = 4096 * 8 * 2048                                    # 4,096 tokens, top 8, h = 2,048
+    extra = layer_forward(biased, EP8, B200.gpu, EFFICIENCY, moe=True)["elementwise"] \
+        - layer_forward(QWEN3_30B, EP8, B200.gpu, EFFICIENCY, moe=True)["elementwise"]
+    assert extra == pytest.approx(EXPERT_BIAS_BYTES / 3 * routed / (EFFICIENCY.hbm * B200.gpu.hbm_bytes_per_s)
+                                  + kernels * EFFICIENCY.kernel_s / 3)
+    assert predict(biased, B200, EP8)["step_time_s"] > predict(QWEN3_30B, B200, EP8)["step_time_s"]
 
 
 def test_recomputing_the_moe_module_pays_its_forward_third_of_the_gaps_again():
