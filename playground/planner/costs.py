@@ -33,7 +33,7 @@ from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNE
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
            "moe_layer_kernels", "moe_gap_time", "FP8_QUANTIZE_KERNELS", "fp8_expert_casts", "EXPERT_BIAS_KERNELS",
-           "EXPERT_BIAS_BYTES", "expert_bias_kernels",
+           "EXPERT_BIAS_BYTES", "expert_bias_kernels", "expert_bias_bytes",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
@@ -188,8 +188,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     if moe:
         width = model.top_k * model.expert_width + model.shared_width
         replicated += permutation_bytes(model, T, t, layout)
-        if model.proj_bias:   # the experts' output biases, added expert by expert (a third a pass)
-            replicated += EXPERT_BIAS_BYTES / 3 * sum(c * M * N for name, c, M, N, K in gemms if name == "experts_out")
+        replicated += expert_bias_bytes(model, gemms)
     else:
         width = model.ffn_width
     mlp_act = activation_bytes(model, T, width, t)
@@ -224,6 +223,14 @@ def permutation_bytes(model: Model, tokens: float, tp: int, layout: Layout | Non
     return 4 * sorts * model.top_k * tokens * model.hidden / tp
 
 
+def expert_bias_bytes(model: Model, gemms) -> float:
+    """HBM bytes a pass of one MoE layer moves adding its experts' output biases expert by expert, a third of
+    ``EXPERT_BIAS_BYTES`` per element of the experts' output (``gemms``' ``experts_out``); none without biases."""
+    if not (model.is_moe and model.proj_bias):
+        return 0.0
+    return EXPERT_BIAS_BYTES / 3 * sum(c * M * N for name, c, M, N, K in gemms if name == "experts_out")
+
+
 def activation_bytes(model: Model, tokens: float, width: float, tp: int) -> float:
     """HBM bytes an MLP's activation (GeLU, or SwiGLU's gate and product) reads and writes for
     ``tokens`` tokens through ``width`` columns split over ``tp`` ranks."""
@@ -237,8 +244,8 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     forward), ``mla_up_proj``, ``mlp``, ``moe`` and ``shared_experts`` their GEMMs again (the routed
     experts' at the busiest rank's pace), and the element-wise kernels each module runs: both norms'
     8 T h bytes (``layernorm``), the MLP activation's read and write (``moe_act``, ``mlp``, ``moe``,
-    ``shared_experts``), the permutation's 4 k T h and the forward's third of the kernels' gaps
-    (``moe``, ``moe_gap_time``).  The dispatch all-to-alls ``moe`` runs
+    ``shared_experts``), the permutation's 4 k T h, the experts' biases and the forward's third of the kernels'
+    gaps (``moe``, ``expert_bias_bytes``, ``moe_gap_time``).  The dispatch all-to-alls ``moe`` runs
     again are the step-time model's; the sequence-parallel all-gather inside a recomputed MLP is left out."""
     modules = layout.selective_modules
     if not modules:
@@ -258,14 +265,14 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     if moe:
         routed = act(model.top_k * model.expert_width) * layout.moe_imbalance
         shared = act(model.shared_width) if model.shared_width else 0.0
-        moved.update(moe_act=routed, moe=routed + shared + permutation_bytes(model, T, t, layout),
-                     shared_experts=shared)
+        gemms = layer_gemms(model, b, t, layout.cp, layout.ep, moe, layout.expert_tp_degree, local)
+        moved.update(moe_act=routed, moe=routed + shared + permutation_bytes(model, T, t, layout)
+                     + expert_bias_bytes(model, gemms), shared_experts=shared)
     else:
         moved["mlp"] = act(model.ffn_width)
     if moe and "moe" in modules:   # the whole layer again holds the shared experts' and routed activation,
         modules = [m for m in modules if m not in ("moe_act", "shared_experts")]   # and its kernels' gaps again
-        seconds += moe_gap_time(model, layout, layer_gemms(model, b, t, layout.cp, layout.ep, moe,
-                                                           layout.expert_tp_degree, local), eff) / 3
+        seconds += moe_gap_time(model, layout, gemms, eff) / 3
     kernels = [m for m in modules if moved.get(m)]
     return seconds + sum(moved[m] for m in kernels) / (eff.hbm * gpu.hbm_bytes_per_s) + len(kernels) * eff.kernel_s
 

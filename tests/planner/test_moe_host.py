@@ -110,6 +110,12 @@ def test_recomputing_the_moe_module_pays_its_forward_third_of_the_gaps_again():
                           for e in (EFFICIENCY, replace(EFFICIENCY, kernel_s=0.0)))
     gaps = moe_gap_time(QWEN3_30B, recompute, layer_gemms(QWEN3_30B, 1, 1, 1, 8, True), EFFICIENCY)
     assert with_gaps - without >= gaps / 3
+    # biased experts run their expert-by-expert bias forward again: its third of the bytes and of the kernels
+    biased = replace(QWEN3_30B, proj_bias=True)
+    extra = module_recompute_time(biased, recompute, B200.gpu, EFFICIENCY, moe=True) \
+        - module_recompute_time(QWEN3_30B, recompute, B200.gpu, EFFICIENCY, moe=True)
+    assert extra == pytest.approx(EXPERT_BIAS_BYTES / 3 * 4096 * 8 * 2048 / (EFFICIENCY.hbm * B200.gpu.hbm_bytes_per_s)
+                                  + sum(expert_bias_kernels(biased, recompute)) * EFFICIENCY.kernel_s / 3)
 
 
 def test_the_gaps_a_moe_step_is_charged_are_the_idle_time_nsight_measured_between_its_kernels():
