@@ -114,6 +114,22 @@ def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(co
     assert [n for n in tight if "B200" in n] == ["GPT OSS 120B, 64 B200, EP 8, BF16"]
 
 
+def test_each_fp8_row_is_priced_at_the_scaling_its_stack_ran():
+    """Tensor (current) scaling for Megatron-Bridge's FP8-CS and torchtitan's float8; block for the MXFP8 runs and
+    DeepSeek-V3's 1 x 128 tiles; delayed for NeMo's runs of 2024 (Transformer Engine 1.x had no other recipe) and
+    DGX Cloud's configs (fp8_amax_history_len 1024)."""
+    def expected(row):
+        if "FP8-MX" in row.name or row.stack.startswith("DeepSeek-V3"):
+            return "block"
+        if row.stack.startswith(("NeMo 24", "DGX Cloud")):
+            return "delayed"
+        return "tensor"
+    fp8 = [row for row in STACK_RUNS if row.layout.dtype == "fp8"]
+    assert len(fp8) > 80 and {row.layout.fp8_scaling for row in fp8} == {"tensor", "delayed", "block"}
+    assert [row.name for row in fp8 if row.layout.fp8_scaling != expected(row)] == []
+    assert all(row.layout.fp8_scaling == "tensor" for row in STACK_RUNS if row.layout.dtype == "bf16")
+
+
 def test_ratio_reads_as_throughput_whatever_the_metric():
     row = MOE_MODEL_ZOO[0]
     faster = {"step_time_s": row.step_time_s / 2, "tokens_per_s": 1.0}
