@@ -183,7 +183,9 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
            f"{EFFICIENCY.host_kernel_s * 1e6:.0f} us each), and launching "
            "Qwen3-30B-A3B's 16 local experts one by one made its layer 4.3x slower there (a host sync alone: 1.06x; "
-           "chapter 6); your stack's own launch cost is not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
+           "chapter 6); Transformer Engine's expert-by-expert FP8 casts (--fp8-scaling) and biased experts' "
+           "expert-by-expert biases are priced as their stacks' code runs them, but your stack's own launch cost is "
+           "not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
            "ran twice as fast token-drop in 25.09 as dropless in 25.11, same layouts; read the time as optimistic, "
            "even if your stack groups its experts' GEMMs, dispatches with DeepEP or HybridEP or graphs the layer: "
            "Megatron-Bridge's runs that did, read as their recipes ran them, ran slower than predicted too"),
