@@ -138,6 +138,11 @@ class Model:
         return self.experts > 0
 
     @property
+    def biased_experts(self) -> bool:
+        """A MoE whose experts carry biases (the MLP biases of ``proj_bias``, as gpt-oss's do)."""
+        return self.is_moe and self.proj_bias
+
+    @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 

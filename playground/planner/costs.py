@@ -226,7 +226,7 @@ def permutation_bytes(model: Model, tokens: float, tp: int, layout: Layout | Non
 def expert_bias_bytes(model: Model, gemms) -> float:
     """HBM bytes a pass of one MoE layer moves adding its experts' output biases expert by expert, a third of
     ``EXPERT_BIAS_BYTES`` per element of the experts' output (``gemms``' ``experts_out``); none without biases."""
-    if not (model.is_moe and model.proj_bias):
+    if not model.biased_experts:
         return 0.0
     return EXPERT_BIAS_BYTES / 3 * sum(c * M * N for name, c, M, N, K in gemms if name == "experts_out")
 

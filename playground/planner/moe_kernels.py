@@ -53,7 +53,7 @@ def fp8_expert_casts(model: Model, layout: Layout) -> tuple[float, float]:
     return (2 + 2 * layout.fp8_weight_share) * per_cast, 2 * per_cast
 
 
-# How today's stacks add biased experts' output biases (``Model.proj_bias`` on a MoE, as gpt-oss's experts carry
+# How today's stacks add biased experts' output biases (``Model.biased_experts``, as gpt-oss's experts carry
 # them): expert by expert from Python, each expert's bias scaled by its rows' routing probabilities in fp32, then
 # the experts' rows concatenated and cast back to bf16.  Megatron-Core's TEGroupedMLP._apply_bias, from the commit
 # that gave experts biases (a329dd6, September 2025) until its graph-safe packed path (883533e, August 2026); NeMo
@@ -71,7 +71,7 @@ EXPERT_BIAS_BYTES = 28 + 40
 def expert_bias_kernels(model: Model, layout: Layout) -> tuple[float, float]:
     """``(forward, backward)`` kernels that add one MoE layer's expert output biases for one micro-batch, expert by
     expert (``EXPERT_BIAS_KERNELS``); none for experts without biases."""
-    if not (model.is_moe and model.proj_bias):
+    if not model.biased_experts:
         return 0.0, 0.0
     local = model.experts / layout.ep
     (forward, backward), (fixed_forward, fixed_backward) = EXPERT_BIAS_KERNELS["per_expert"], EXPERT_BIAS_KERNELS["per_layer"]
