@@ -36,7 +36,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
            "EXPERT_BIAS_BYTES", "expert_bias_kernels", "expert_bias_bytes",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
-           "sustained_rate", "gemm_time", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
+           "sustained_rate", "gemm_time", "fp8_backward_accumulation", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
@@ -100,6 +100,17 @@ def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_byt
     compute = flops / ((eff.fp8_gemm if dtype == "fp8" else eff.gemm) * tiles * peak_flops(gpu, dtype))
     memory = count * (BYTES * (M * K + K * N) + out_bytes * M * N) / (eff.hbm * gpu.hbm_bytes_per_s)
     return max(compute, memory) + eff.kernel_s
+
+
+def fp8_backward_accumulation(gpu, layout: Layout, eff: Efficiency) -> float:
+    """How much longer the backward's GEMMs take than the forward's rate gives them: on a Hopper, FP8 under
+    tensor or delayed scaling runs its input- and weight-gradient GEMMs with split accumulation (partial sums
+    promoted to fp32 as they go), as Transformer Engine and torchao do, ``eff.fp8_split_accumulation``; 1 in
+    bf16, under block scaling (whose kernels promote forward too, in the rate ``fp8_gemm`` measured) and on
+    other GPUs (a Blackwell accumulates at full precision at full rate)."""
+    if layout.dtype != "fp8" or layout.fp8_scaling == "block" or getattr(gpu, "architecture", "") != "hopper":
+        return 1.0
+    return eff.fp8_split_accumulation
 
 
 def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY, head_dim: int = 128) -> float:
@@ -167,7 +178,8 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     # accumulated into its fp32 main gradient, micro-batch after micro-batch
     rest_backward = sum((gemm_time(c, M, K, N, gpu, eff, layout.dtype)
                          + gemm_time(c, K, N, M, gpu, eff, layout.dtype, out_bytes=8)) * pace(name)
-                        for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
+                        for name, c, M, N, K in gemms if name not in ATTENTION_CORE) \
+        * fp8_backward_accumulation(gpu, layout, eff)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
     if layout.fp32_stream:   # autocast casts each fp32 weight to bf16 where it is used: read 4 B, write 2
         cast += 6 * sum(c * K * N for name, c, M, N, K in gemms if name not in ATTENTION_CORE)

@@ -63,6 +63,21 @@ _SOURCES = {
                 + "; TileLang's FP8 matmul benchmark M = N = 8192: 1378-1467 TFLOPS at K = 4096, 1461-1507 "
                 "at K = 8192 (70-76%), " + _TILELANG + "; 0.70 is the K = 4096 reading, the shapes of a "
                 "training step's GEMMs",
+    "fp8_split_accumulation": "published measurement, read from the stacks' code: a Hopper's FP8 tensor cores "
+                              "accumulate at reduced precision unless the GEMM promotes its partial sums to fp32 as it "
+                              "goes (cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM off, 'split accumulator'), which costs "
+                              "time; Transformer Engine runs the forward GEMM fast and both backward GEMMs split "
+                              "(transformer_engine/pytorch/module/base.py _2X_ACC_FPROP False, _2X_ACC_DGRAD and "
+                              "_2X_ACC_WGRAD True; recipe Float8CurrentScaling's MMParams; common/gemm/cublaslt_gemm.cu "
+                              "sets fastAccuMode from it, read at d0067d0da), as torchao's float8 does (use_fast_accum "
+                              "in the forward only); a user measured 'enabling fast accumulation can lead to a 1.1x to "
+                              "1.2x speedup' (https://github.com/pytorch/ao/issues/2377, 2025-06-14, the maintainers "
+                              "agreeing it trades accuracy for speed): 1.15 the middle.  The fast rate is fp8_gemm's "
+                              "(TileLang's benchmark kernel accumulates in the tensor cores, no promotion: "
+                              "benchmark/matmul_fp8/benchmark_matmul.py); block scaling's kernels promote in "
+                              "every GEMM and DeepGEMM's measured rates behind fp8_gemm include it; a Blackwell has no "
+                              "fast mode (its tensor cores accumulate at full precision; 'there is no fastAccuMode for "
+                              "sm100', https://github.com/NVIDIA/TransformerEngine/pull/2748)",
     "attention_fa2": "published: FlashAttention-2 'reaching 50-73% of the theoretical maximum FLOPs/s on A100' "
                      "(Dao 2023, https://arxiv.org/abs/2307.08691, abstract; causal runs counted on the FLOPs executed); 0.55 "
                      "taken for forward and backward together, the backward being the slower; the kernel "
@@ -219,6 +234,7 @@ _SOURCES = {
 _SPREAD = {
     "gemm": (0.727, 0.869),       # H100 at a non-best square shape ... A100 MAMF
     "fp8_gemm": (0.68, 0.78),     # DeepGEMM at release ... DeepGEMM tuned
+    "fp8_split_accumulation": (1.10, 1.20),  # torchao's user's 1.1x ... 1.2x from fast accumulation
     "hopper_sustained": (0.8428, 1.0),  # the H200 measured here ... no loss
     "blackwell_sustained": (0.853, 1.0),  # flashinfer's FA4 fully throttled ... no loss
     "comm_clock": (0.795, 0.795),  # DeepGEMM's one reading
@@ -256,6 +272,7 @@ class Efficiency:
     reports.  ``from_results`` takes measured values from a benchmark results file instead."""
     gemm: float = 0.80        # large, tile-aligned fp16/bf16 GEMMs in cuBLAS on A100/H100
     fp8_gemm: float = 0.70    # FP8 GEMMs, fraction of the dense FP8 peak (H100/H800)
+    fp8_split_accumulation: float = 1.15  # a Hopper FP8 GEMM's time with split accumulation over fast
     hopper_sustained: float = 0.884  # a Hopper's bf16 tensor cores held at the power cap, over a short benchmark's rate
     blackwell_sustained: float = 0.853  # a Blackwell's bf16 tensor cores held back to back, over a short run's rate
     comm_clock: float = 0.795  # a Hopper's clock while a collective runs beside its kernels, over a short benchmark's

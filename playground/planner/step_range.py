@@ -70,7 +70,7 @@ SETTINGS = {
 # settings that vary a Layout field under another name: the field, and the values above are its
 FIELD = {"distributed_optimizer": "zero_stage"}
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "hopper_sustained": True, "blackwell_sustained": True,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "fp8_split_accumulation": False, "hopper_sustained": True, "blackwell_sustained": True,
                      "comm_clock": True, "comm_share": False,
                      "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "ep_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True,

@@ -371,7 +371,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "stage_layers": slow["layers"], "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
-        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained",
+        "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "fp8_split_accumulation", "hopper_sustained", "blackwell_sustained",
                                                           "comm_clock",
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "host_kernel_s",

@@ -13,8 +13,9 @@ import pytest
 
 from playground import hardware
 from playground.results import RESULTS_DIR
-from playground.planner.costs import (BYTES, Model, block_matmuls, eager_extra_bytes, flops_per_step, fp8_cast_bytes,
-                                      layer_gemms, overlapped, per_op_recomputed, shard_link, sustained_rate)
+from playground.planner.costs import (BYTES, Model, block_matmuls, eager_extra_bytes, flops_per_step,
+                                      fp8_backward_accumulation, fp8_cast_bytes, layer_forward, layer_gemms,
+                                      overlapped, per_op_recomputed, shard_link, sustained_rate)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
 from playground.planner.memory import layer_activation_bytes
@@ -47,6 +48,19 @@ def test_delayed_and_block_scaling_find_their_scales_in_the_cast_and_read_each_o
         predict(LLAMA, H100, replace(FSDP8, fp8_scaling="block"))
     with pytest.raises(PlanError, match="fp8_scaling must be one of tensor, delayed, block"):
         predict(LLAMA, H100, replace(lay, fp8_scaling="rowwise"))
+
+
+def test_a_hoppers_fp8_backward_gemms_pay_split_accumulation_and_its_forward_does_not():
+    fp8 = replace(FSDP8, dtype="fp8")
+    hopper, blackwell = H100.gpu, Cluster.of("B200").gpu
+    fast, split = (layer_forward(LLAMA, fp8, hopper, replace(EFFICIENCY, fp8_split_accumulation=f)) for f in (1.0, 1.15))
+    assert split["gemm_backward"] == pytest.approx(1.15 * fast["gemm_backward"]) and split["gemm"] == fast["gemm"]
+    assert EFFICIENCY.fp8_split_accumulation == 1.15 and EFFICIENCY.spread["fp8_split_accumulation"] == (1.10, 1.20)
+    # bf16, block scaling (its kernels promote in every GEMM) and a Blackwell (no fast mode) pay nothing
+    for gpu, lay in ((hopper, FSDP8), (hopper, replace(fp8, fp8_scaling="block")), (blackwell, fp8)):
+        assert fp8_backward_accumulation(gpu, lay, EFFICIENCY) == 1.0
+    assert fp8_backward_accumulation(hopper, replace(fp8, fp8_scaling="delayed"), EFFICIENCY) == 1.15
+    assert predict(LLAMA, H100, fp8)["assumptions"]["fp8_split_accumulation"] == 1.15
 
 
 def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers_it_again():

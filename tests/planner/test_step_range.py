@@ -118,26 +118,25 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
     assert bool(lines) == flagged and not flagged
 
 
-def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_while_their_rows_replay_slower():
-    """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: the published
-    rows of that kind replay slower than predicted in every stack but Megatron-Bridge (its FSDP runs on
-    8 GPUs, of 25.09 and of 25.11).  With autocast's fp32 stream counted on llm-foundry's DEFAULT-precision rows and
-    Transformer Engine's attention priced as the cuDNN kernel it runs, they did so by less than the
-    caveat's bar at the median, and the rule dropped the line; once NeMo's FP8 rows were priced as the
-    delayed scaling they ran (no pass of its own for each operand's maximum), by more: the line is given
-    again.  Recomputing, tensor parallelism or a MoE leave the kind."""
+def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_only_while_their_rows_replay_slower():
+    """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: most published
+    rows of that kind replay slower than predicted.  With autocast's fp32 stream counted on llm-foundry's
+    DEFAULT-precision rows and Transformer Engine's attention priced as the cuDNN kernel it runs, they did
+    so by less than the caveat's bar at the median, and the rule dropped the line; once NeMo's FP8 rows
+    were priced as the delayed scaling they ran, by more, and the line came back; once a Hopper's FP8
+    backward GEMMs paid their split accumulation, by less again: the rule drops it, and would give it
+    again were the rows to say so.  Recomputing, tensor parallelism or a MoE leave the kind."""
     from playground.planner import preset
     from playground.planner.step_range import CAVEAT_MEDIAN, _KINDS, _published_ratios, validation_caveats
     name = "a dense model without tensor parallelism or activation recomputation"
     kind = [k[0] for k in _KINDS].index(name)
     ratios = _published_ratios(kind)
-    assert len(ratios) >= 10 and CAVEAT_MEDIAN < statistics.median(ratios) < 1.15
-    assert sum(r <= 1 for r in ratios) == 2   # the caveat's "in all but one stack ... they ran slower"
+    assert len(ratios) >= 10 and 1 < statistics.median(ratios) <= CAVEAT_MEDIAN
+    assert sum(r > 1 for r in ratios) >= len(ratios) - 3
     dense, h100 = preset("llama3-8b"), Cluster.of("H100")
     hsdp = Layout.today(1, 1, 64, micro_batch=2, global_batch=512, zero_stage=3, shard_group=8)
     assert _KINDS[kind][1](dense, h100, hsdp)
-    [line] = [x for x in validation_caveats(dense, h100, hsdp) if name in x]
-    assert f"{len(ratios) - 2} of {len(ratios)} published runs" in line and "read the time as optimistic" in line
+    assert not any(name in x for x in validation_caveats(dense, h100, hsdp))
     for other in (replace(hsdp, recompute="full"), Layout.today(2, 1, 32, micro_batch=2, global_batch=512)):
         assert not _KINDS[kind][1](dense, h100, other)
     assert not _KINDS[kind][1](preset("mixtral-8x7b"), h100, hsdp)
@@ -145,11 +144,13 @@ def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_whil
 
 def test_transformer_engine_tp_overlap_is_no_longer_warned_once_a_hopper_holds_its_measured_rate():
     """The published runs that state TE's TP comm overlap on disagree on what it hides.  NVIDIA's DGX
-    Cloud (NeMo) recipes, credited as hidden, all replay slower than predicted; priced as waited on,
+    Cloud (NeMo) recipes, credited as hidden, replay slower than predicted (all but one FP8 run, once a
+    Hopper's FP8 backward GEMMs pay their split accumulation); priced as waited on,
     each lands within ±20% and their median within 10%.  Megatron-LM's own weak-scaling runs fit with
     it hidden (median within 10%) and, priced as waited on, replay faster than predicted.  Together they
     ran slower than predicted by the caveat's bar while a Hopper's held rate was gpu-fryer's H100 alone
-    (0.915: a median of 1.10 once the CP ring's merges are priced, above it before); at the middle of
+    (0.915: a median of 1.10 once the CP ring's merges were priced, above it before, 1.08 once a Hopper's
+    FP8 backward GEMMs paid their split accumulation); at the middle of
     three Hopper parts, the H200 measured here among them, they replay within it: the rule drops the
     line, and would give it again were the rows to say so."""
     from playground.planner import preset
@@ -166,7 +167,8 @@ def test_transformer_engine_tp_overlap_is_no_longer_warned_once_a_hopper_holds_i
                 for row in STACK_RUNS if row.stack.startswith(stack) and row.layout.tp > 1
                 and row.layout.tp_overlap == "all"]
     nemo_hidden, nemo_waited = replayed("DGX Cloud", "all"), replayed("DGX Cloud", "none")
-    assert len(nemo_hidden) >= 10 and all(r > 1 for r in nemo_hidden)
+    assert len(nemo_hidden) >= 10 and sum(r > 1 for r in nemo_hidden) >= len(nemo_hidden) - 1
+    assert statistics.median(nemo_hidden) > 1.05
     assert all(abs(r - 1) <= 0.2 for r in nemo_waited) and abs(statistics.median(nemo_waited) - 1) < 0.1
     megatron_hidden, megatron_waited = replayed("Megatron-Core", "all"), replayed("Megatron-Core", "none")
     assert len(megatron_hidden) >= 8 and abs(statistics.median(megatron_hidden) - 1) < 0.1
@@ -178,7 +180,7 @@ def test_transformer_engine_tp_overlap_is_no_longer_warned_once_a_hopper_holds_i
     before = [published_metric(r, predict(r.model, r.cluster, r.layout, fryer_h100))[3]
               for r in STACK_RUNS if _KINDS[[k[0] for k in _KINDS].index(name)][1](r.model, r.cluster, r.layout)]
     assert len(before) == len(ratios) and statistics.median(before) > statistics.median(ratios)
-    assert statistics.median(before) == pytest.approx(CAVEAT_MEDIAN, abs=0.01)
+    assert statistics.median(before) == pytest.approx(1.08, abs=0.01)
 
 
 def test_a_dense_plan_on_hopper_gpus_is_no_longer_warned_once_the_clock_beside_collectives_is_counted():
