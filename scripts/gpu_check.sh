@@ -52,11 +52,12 @@ fi
 
 # 2b. GEMM: achieved matmul TFLOP/s by shape (bf16 on a GPU, fp32 on a CPU); on a GPU its
 #     fraction of peak is what `step_time --efficiency FILE` takes
-# on a GPU the best shape is then held for 30 s, as a run holds it: the sustained share (hopper_sustained)
-if [ "$ngpu" -ge 1 ] && [ "$QUICK" = 0 ]; then gemm_args=(--hold 30); else
+# on a GPU the best shape is then held for 30 s, as a run holds it: the sustained share (hopper_sustained);
+# and FP8 squares with fast and split accumulation: fp8_gemm, and on a Hopper fp8_split_accumulation
+if [ "$ngpu" -ge 1 ] && [ "$QUICK" = 0 ]; then gemm_args=(--hold 30 --fp8); else
   gemm_args=(--sizes 128 --tokens 64 --tp 8 --repeats 2 --warmup 1); fi
 if bench gemm "$RESULTS/gemm-$slug.json" "${gemm_args[@]}"; then
-  note "gemm: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); b=r['best']; f=b['fraction_of_peak']; print(f\"best {b['tflops']} TFLOP/s ({b['shape']}, {r['dtype']})\" + (f', {f} of peak' if f is not None else ', no datasheet peak') + f\" on {r['provenance']['device']}\" + (f\"; held {r['held']['seconds']:g} s: {r['held']['over_short']} of it\" if r.get('held') else ''))" "$RESULTS/gemm-$slug.json")"
+  note "gemm: $("$PYTHON" -c "import json,sys; r=json.load(open(sys.argv[1])); b=r['best']; f=b['fraction_of_peak']; print(f\"best {b['tflops']} TFLOP/s ({b['shape']}, {r['dtype']})\" + (f', {f} of peak' if f is not None else ', no datasheet peak') + f\" on {r['provenance']['device']}\" + (f\"; held {r['held']['seconds']:g} s: {r['held']['over_short']} of it\" if r.get('held') else '') + (f\"; FP8 {r['fp8']['efficiency']}\" if r.get('fp8') else ''))" "$RESULTS/gemm-$slug.json")"
 else
   note "gemm: FAILED"; failed=1
 fi

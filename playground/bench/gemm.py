@@ -15,6 +15,13 @@ peak, so fractions are of the best shape measured here and no efficiency is clai
 GPU (gpu-fryer's test), and reports the rate of its last quarter against the short measurement: on a
 Hopper that ratio is the measured ``hopper_sustained``, on a Blackwell ``blackwell_sustained`` (a GPU at
 its power limit slows its tensor cores), elsewhere it is reported and not claimed.
+
+``--fp8`` also times FP8 products (``torch._scaled_mm``: E4M3 inputs, one scale per tensor, bf16 out) of each
+square whose side is a multiple of 16, twice: with fast accumulation, as
+Transformer Engine runs the forward, and with split accumulation (partial sums promoted to fp32 as they go), as it
+runs the backward.  Against a known FP8 peak (the hardware table's, or ``--peak-fp8-tflops``) the best fast
+square's fraction is the measured ``fp8_gemm``; on a Hopper, split over fast at that shape is the measured
+``fp8_split_accumulation`` (a Blackwell has no fast mode: its ratio is reported, not claimed).
 """
 
 from __future__ import annotations
@@ -62,6 +69,14 @@ def add_arguments(parser) -> None:
                              "its last quarter over the short measurement (default 0: off; gpu-fryer holds 60 s); "
                              "on a Hopper GPU that ratio is the measured hopper_sustained, on a Blackwell "
                              "blackwell_sustained")
+    parser.add_argument("--fp8", action="store_true",
+                        help="also time FP8 products (torch._scaled_mm, one scale per tensor, bf16 out) of each "
+                             "square whose side is a multiple of 16, with fast and with split "
+                             "accumulation: the best fast square's fraction of the FP8 peak is the measured "
+                             "fp8_gemm, and on a Hopper split over fast there the measured fp8_split_accumulation")
+    parser.add_argument("--peak-fp8-tflops", type=float, default=None,
+                        help="dense FP8 peak of this device in TFLOP/s, when the hardware table does not know it "
+                             "(with --fp8; default: the table's FP8 peak on a known GPU; none on a CPU)")
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="dense peak of this device in TFLOP/s, when the hardware table does not "
                              "know it (default: the table's bf16 peak on a known GPU; none on a CPU)")
@@ -82,8 +97,9 @@ def _shapes(args, device) -> tuple[list[tuple[str, int, int, int, int]], int, in
         raise ValueError(f"--hold must be seconds from 0 (off) to 3600, got {args.hold:g}")
     if any(n < 1 for n in sizes):
         raise ValueError(f"--sizes must each be >= 1, got {sizes}")
-    if args.peak_tflops is not None and not (0 < args.peak_tflops < math.inf):
-        raise ValueError(f"--peak-tflops must be a positive number, got {args.peak_tflops}")
+    for name, peak in (("--peak-tflops", args.peak_tflops), ("--peak-fp8-tflops", args.peak_fp8_tflops)):
+        if peak is not None and not (0 < peak < math.inf):
+            raise ValueError(f"{name} must be a positive number, got {peak}")
     try:
         model = preset(args.model)
     except PlanError as exc:
@@ -112,13 +128,12 @@ def _operands(count, M, N, K, dtype, device):
     return a, b, out, (torch.bmm if count > 1 else torch.mm)
 
 
-def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
-    """Seconds per product, one value per timed repetition."""
-    a, b, out, mm = _operands(count, M, N, K, dtype, device)
+def _time_calls(call, device, repeats, warmup) -> list[float]:
+    """Seconds per ``call()``, one value per timed repetition."""
     for _ in range(max(warmup, 1)):  # one call at least: it sizes the repetitions
         _sync(device)
         start = time.perf_counter()
-        mm(a, b, out=out)
+        call()
         _sync(device)
         once = time.perf_counter() - start
     calls = max(1, math.ceil(MIN_REPEAT_S / max(once, 1e-9)))
@@ -127,10 +142,67 @@ def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
         _sync(device)
         start = time.perf_counter()
         for _ in range(calls):
-            mm(a, b, out=out)
+            call()
         _sync(device)
         times.append((time.perf_counter() - start) / calls)
     return times
+
+
+def _time_shape(count, M, N, K, dtype, device, repeats, warmup) -> list[float]:
+    """Seconds per product, one value per timed repetition."""
+    a, b, out, mm = _operands(count, M, N, K, dtype, device)
+    return _time_calls(lambda: mm(a, b, out=out), device, repeats, warmup)
+
+
+def _time_fp8(M, N, K, device, fast: bool, repeats, warmup) -> list[float]:
+    """Seconds per FP8 product of (M x K) by (K x N), E4M3 with one scale per tensor and bf16 out, with fast or
+    split accumulation; the second operand column-major, as FP8 tensor cores take it."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn((M, K), generator=gen, device=device).to(torch.float8_e4m3fn)
+    b = torch.randn((N, K), generator=gen, device=device).to(torch.float8_e4m3fn).t()
+    one = torch.ones((), device=device)
+    return _time_calls(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                                                use_fast_accum=fast), device, repeats, warmup)
+
+
+def _fp8(args, shapes, device, row) -> dict:
+    """Fast and split accumulation timed on every square of ``shapes`` whose side is a multiple of 16 (a
+    CPU's FP8 products run a reference kernel, too slow for a layer's shapes), and what they measure:
+    ``fp8_gemm`` against a known FP8 peak, ``fp8_split_accumulation`` on a Hopper."""
+    fit = [(name, M, N, K) for name, c, M, N, K in shapes if name.startswith("square") and not M % 16]
+    if not fit:
+        raise ValueError("--fp8 needs a square (--sizes) whose side is a multiple of 16")
+    rows = []
+    for name, M, N, K in fit:
+        fast, split = (_time_fp8(M, N, K, device, f, args.repeats, args.warmup) for f in (True, False))
+        flops = 2 * M * N * K
+        rows.append({"shape": name, "m": M, "n": N, "k": K,
+                     "fast_tflops": float(f"{flops / statistics.median(fast) / 1e12:.4g}"),
+                     "fast_tflops_range": [float(f"{flops / max(fast) / 1e12:.4g}"),
+                                           float(f"{flops / min(fast) / 1e12:.4g}")],
+                     "split_tflops": float(f"{flops / statistics.median(split) / 1e12:.4g}"),
+                     "split_over_fast": float(f"{statistics.median(split) / statistics.median(fast):.4g}")})
+    best = max(rows, key=lambda r: r["fast_tflops"])
+    peak = args.peak_fp8_tflops * 1e12 if args.peak_fp8_tflops is not None else getattr(row, "peak_fp8_flops", None)
+    efficiency, spread = {}, {}
+    if peak:
+        efficiency["fp8_gemm"] = round(best["fast_tflops"] * 1e12 / peak, 4)
+        spread["fp8_gemm"] = [round(x * 1e12 / peak, 4) for x in best["fast_tflops_range"]]
+    if getattr(row, "architecture", "") == "hopper":   # the GPUs whose FP8 backward the planner charges for it
+        efficiency["fp8_split_accumulation"] = best["split_over_fast"]
+        spread["fp8_split_accumulation"] = [min(r["split_over_fast"] for r in rows),
+                                            max(r["split_over_fast"] for r in rows)]
+    return {"rows": rows, "best": best["shape"],
+            "peak_tflops": float(f"{peak / 1e12:.4g}") if peak else None,
+            "peak_source": None if not peak else ("--peak-fp8-tflops" if args.peak_fp8_tflops is not None
+                                                  else f"hardware table: {row.name} dense FP8"),
+            "note": ("fast accumulation as Transformer Engine's forward, split (promoted to fp32) as its backward; "
+                     + ("the best fast square's fraction of the FP8 peak is the measured fp8_gemm" if peak else
+                        "no FP8 peak: no fp8_gemm claimed (give --peak-fp8-tflops to claim one)")
+                     + ("; split over fast there is the measured fp8_split_accumulation"
+                        if "fp8_split_accumulation" in efficiency else
+                        "; split over fast is reported, not claimed: only a Hopper's backward pays it")),
+            "efficiency": efficiency, "efficiency_spread": spread}
 
 
 def _hold(count, M, N, K, dtype, device, seconds) -> float:
@@ -184,6 +256,7 @@ def run(args) -> dict:
         tflops = 2 * best["count"] * best["m"] * best["n"] * best["k"] / per / 1e12
         held = {"shape": best["shape"], "seconds": args.hold, "tflops": float(f"{tflops:.4g}"),
                 "over_short": float(f"{tflops / best['tflops']:.4g}")}   # 4 significant digits, as the rates
+    fp8 = _fp8(args, shapes, device, row) if args.fp8 else None
     arch = getattr(row, "architecture", "") if row is not None else ""
     hopper = arch in ("hopper", "blackwell")   # the GPUs whose held rate the planner charges
     layer = [r for r in rows if not r["shape"].startswith("square")]
@@ -205,10 +278,13 @@ def run(args) -> dict:
         "best": {"shape": best["shape"], "tflops": best["tflops"], "fraction_of_peak": best["fraction_of_peak"]},
         "layer_tflops": float(f"{layer_flops / layer_s / 1e12:.4g}") if layer_s else None,
         "held": held,
+        "fp8": fp8,
         "efficiency": {**({} if peak is None else {"gemm": best["fraction_of_peak"]}),
-                       **({f"{arch}_sustained": held["over_short"]} if held and hopper else {})},
-        "efficiency_spread": {} if peak is None else {
-            "gemm": [round(best["tflops_range"][0] * 1e12 / peak, 4), round(best["tflops_range"][1] * 1e12 / peak, 4)]},
+                       **({f"{arch}_sustained": held["over_short"]} if held and hopper else {}),
+                       **(fp8["efficiency"] if fp8 else {})},
+        "efficiency_spread": {**({} if peak is None else {
+            "gemm": [round(best["tflops_range"][0] * 1e12 / peak, 4), round(best["tflops_range"][1] * 1e12 / peak, 4)]}),
+            **(fp8["efficiency_spread"] if fp8 else {})},
         "note": (f"fractions of the dense peak ({peak_source}); the best shape's is the measured gemm efficiency"
                  if peak is not None else "no datasheet peak for a CPU: fractions are of the best shape measured "
                  "here, and no gemm efficiency is claimed (give --peak-tflops to claim one)"),

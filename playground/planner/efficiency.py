@@ -259,7 +259,7 @@ _SPREAD = {
     "optimizer_bytes": (28, 34),
     "loss_bytes": (LOSS_KERNEL_BYTES["fused"], LOSS_KERNEL_BYTES["megatron"]),  # fused ... Megatron's chain
 }
-MEASURED = ("gemm", "fp8_gemm", "hopper_sustained", "blackwell_sustained", "hbm", "link", "kernel_s", "latency_s",
+MEASURED = ("gemm", "fp8_gemm", "fp8_split_accumulation", "hopper_sustained", "blackwell_sustained", "hbm", "link", "kernel_s", "latency_s",
             "optimizer_bytes")  # what a results file may set
 
 
@@ -303,7 +303,8 @@ class Efficiency:
     def from_results(cls, path, base: "Efficiency | None" = None) -> "Efficiency":
         """``base`` (the defaults) with every constant a results file measured: its ``efficiency``
         block (``python -m playground.bench gemm --out FILE`` writes ``gemm``, the best shape's
-        fraction of the dense peak, and with ``--hold`` on a Hopper ``hopper_sustained``) and
+        fraction of the dense peak, with ``--hold`` on a Hopper ``hopper_sustained``, with ``--fp8`` ``fp8_gemm``
+        and on a Hopper ``fp8_split_accumulation``) and
         ``efficiency_spread``.  ``sources`` names the file, the
         device and the date; ``measured_from`` lists what came from it.  PlanError when the file
         cannot be read or measured nothing (a CPU run without ``--peak-tflops``)."""

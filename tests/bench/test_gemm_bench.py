@@ -72,11 +72,45 @@ def test_holding_the_best_shape_reports_its_sustained_share_and_claims_it_only_o
     assert eff.hopper_sustained == 0.9 and eff.measured == ["hopper_sustained"]
 
 
+def test_fp8_times_each_square_fast_and_split_and_claims_only_what_its_peak_and_gpu_allow(tmp_path, capsys):
+    """--fp8 times E4M3 products of each square with fast accumulation (Transformer Engine's forward) and split
+    (its backward).  A CPU knows no FP8 peak: nothing claimed.  Given one, the best fast square's fraction is
+    fp8_gemm, which the planner takes from the file; the split-over-fast ratio is claimed on a Hopper only."""
+    plain = _run(capsys, "--json", "--fp8")["fp8"]
+    assert [r["shape"] for r in plain["rows"]] == ["square 32", "square 48"]
+    for r in plain["rows"]:
+        assert r["fast_tflops"] > 0 and r["split_tflops"] > 0 and r["split_over_fast"] > 0
+    assert plain["efficiency"] == {} and plain["peak_tflops"] is None and "no FP8 peak" in plain["note"]
+    out = tmp_path / "fp8.json"
+    printed = _run(capsys, "--json", "--fp8", "--peak-fp8-tflops", "0.5", "--out", str(out))
+    fp8 = printed["fp8"]
+    best = next(r for r in fp8["rows"] if r["shape"] == fp8["best"])
+    assert best["fast_tflops"] == max(r["fast_tflops"] for r in fp8["rows"])
+    assert printed["efficiency"] == {"fp8_gemm": pytest.approx(best["fast_tflops"] / 0.5, abs=1e-4)}
+    assert "not claimed" in fp8["note"]                                   # a CPU is no Hopper
+    eff = Efficiency.from_results(out)
+    assert eff.fp8_gemm == printed["efficiency"]["fp8_gemm"] and eff.measured == ["fp8_gemm"]
+    assert _run(capsys, "--json")["fp8"] is None                          # off by default
+
+
+def test_on_a_hopper_fp8_split_over_fast_is_the_measured_split_accumulation(monkeypatch, capsys):
+    from playground import hardware
+    from playground.bench import gemm
+    monkeypatch.setattr(gemm, "_peak", lambda device: hardware.gpu("H100"))   # as if the run found an H100
+    printed = _run(capsys, "--json", "--fp8")
+    fp8 = printed["fp8"]
+    best = next(r for r in fp8["rows"] if r["shape"] == fp8["best"])
+    assert fp8["peak_source"] == "hardware table: H100 dense FP8"
+    assert printed["efficiency"]["fp8_split_accumulation"] == best["split_over_fast"]
+    low, high = printed["efficiency_spread"]["fp8_split_accumulation"]
+    assert low <= best["split_over_fast"] <= high and "fp8_gemm" in printed["efficiency"]
+
+
 def test_help_explains_every_option(capsys):
     assert bench_main(["gemm", "--help"]) == 0
     text = capsys.readouterr().out
     for flag in ("--model", "--tp", "--micro-batch", "--tokens", "--sizes", "--repeats", "--warmup", "--hold",
-                 "--device", "--peak-tflops", "--out", "--json", "--save"):
+                 "--device", "--peak-tflops", "--fp8", "--peak-fp8-tflops", "--out", "--json", "--save"):
         assert flag in text
     assert "fp32" in text and "bf16" in text                        # it says which precision runs where
 
@@ -84,6 +118,7 @@ def test_help_explains_every_option(capsys):
 @pytest.mark.parametrize("bad", [["--tp", "0"], ["--tp", "3"], ["--tp", "x"], ["--sizes", "0"],
                                  ["--repeats", "0"], ["--warmup", "-1"], ["--tokens", "0"],
                                  ["--peak-tflops", "-1"], ["--hold", "-1"], ["--hold", "nan"],
+                                 ["--peak-fp8-tflops", "0"], ["--fp8", "--sizes", "40"],
                                  ["--model", "gpt-5"], ["--device", "tpu"]])
 def test_bad_input_is_one_line_and_exit_2(bad, capsys):
     assert bench_main(["gemm", *bad]) == 2
