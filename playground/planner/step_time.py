@@ -109,7 +109,8 @@ from dataclasses import asdict, replace
 from playground.planner.comm_costs import context_parallel_time, fsdp_exposed_time, pass_windows
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
                                       allreduce_time, check_layout, context_parallel_link, dispatch_time,
-                                      data_parallel_link, expert_data_parallel_link, expert_parallel_link, flops_per_step, gemm_time,
+                                      data_parallel_link, expert_data_parallel_link, expert_parallel_link, flops_per_step,
+                                      fp8_backward_accumulation, gemm_time,
                                       layer_forward, layer_gemms, module_recompute_time, moe_host_time, overlapped,
                                       per_op_recomputed,
                                       pipeline_link, replica_link, shard_link, sustained_rate,
@@ -376,5 +377,6 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "host_kernel_s",
                                                           "graph_kernel_s", "latency_s")},
-        "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8, "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
+        "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8,
+        "fp8_backward_accumulation": fp8_backward_accumulation(gpu, layout, stated), "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

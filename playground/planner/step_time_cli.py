@@ -147,6 +147,11 @@ def _power_line(r: dict) -> list[str]:
                      + (f"         either at {a['comm_clock']:g} of the clock beside a collective, assumed for "
                         f"{a['comm_share']:g} of the step)" if r["gpus"] > 1 else
                         "         on one GPU no collective runs beside them)"))
+    if r.get("fp8_backward_accumulation", 1.0) > 1:
+        lo, hi = EFFICIENCY.spread["fp8_split_accumulation"]
+        lines.append(f"fp8      backward GEMMs at split accumulation, {r['fp8_backward_accumulation']:g}x the forward's "
+                     f"time at their size ({lo:g}-{hi:g} in the range): Transformer Engine and torchao\n"
+                     f"         promote a Hopper's FP8 sums to fp32 as they go in the backward only")
     if r.get("power_clock", 1.0) < 1:
         lo, hi = EFFICIENCY.spread["power_exponent"]
         lines.append(f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "

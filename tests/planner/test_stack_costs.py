@@ -61,6 +61,15 @@ def test_a_hoppers_fp8_backward_gemms_pay_split_accumulation_and_its_forward_doe
         assert fp8_backward_accumulation(gpu, lay, EFFICIENCY) == 1.0
     assert fp8_backward_accumulation(hopper, replace(fp8, fp8_scaling="delayed"), EFFICIENCY) == 1.15
     assert predict(LLAMA, H100, fp8)["assumptions"]["fp8_split_accumulation"] == 1.15
+    assert predict(LLAMA, H100, fp8)["fp8_backward_accumulation"] == 1.15
+
+
+def test_the_report_says_when_fp8_backward_gemms_pay_split_accumulation(capsys):
+    base = ["--model", "llama3-8b", "--gpus", "16", "--tp", "2"]
+    for gpu, dtype, said in (("H100", "fp8", True), ("B200", "fp8", False), ("H100", "bf16", False)):
+        assert step_time_main([*base, "--gpu", gpu, "--dtype", dtype]) == 0
+        out = capsys.readouterr().out
+        assert ("backward GEMMs at split accumulation, 1.15x" in out) == said, (gpu, dtype)
 
 
 def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers_it_again():
