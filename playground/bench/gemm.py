@@ -186,8 +186,8 @@ def _fp8(args, shapes, device, row) -> dict:
     peak = args.peak_fp8_tflops * 1e12 if args.peak_fp8_tflops is not None else getattr(row, "peak_fp8_flops", None)
     efficiency, spread = {}, {}
     if peak:
-        efficiency["fp8_gemm"] = round(best["fast_tflops"] * 1e12 / peak, 4)
-        spread["fp8_gemm"] = [round(x * 1e12 / peak, 4) for x in best["fast_tflops_range"]]
+        efficiency["fp8_gemm"] = float(f"{best['fast_tflops'] * 1e12 / peak:.4g}")
+        spread["fp8_gemm"] = [float(f"{x * 1e12 / peak:.4g}") for x in best["fast_tflops_range"]]
     if getattr(row, "architecture", "") == "hopper":   # the GPUs whose FP8 backward the planner charges for it
         efficiency["fp8_split_accumulation"] = best["split_over_fast"]
         spread["fp8_split_accumulation"] = [min(r["split_over_fast"] for r in rows),
