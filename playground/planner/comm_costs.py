@@ -17,7 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 
-__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "pass_windows", "dispatch_time", "ring_passes", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "pass_windows", "dispatch_time", "routing_map_gather_time", "ring_passes", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
 def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
@@ -82,10 +82,11 @@ def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float,
     expert) pair.  DeepEP (``"deepep"``, DeepSeek-V3 Sec. 3.2.2) sends a token once to each node
     that holds one of its experts, over the network, and forwards it over NVLink to each GPU there
     that does: the network carries the remote nodes a token hits, NVLink the GPUs it hits (fewer
-    under group-limited routing: ``_reached``).  Both links move at once (``alltoall_time``)."""
+    under group-limited routing: ``_reached``); HybridEP (``"hybridep"``) routes the same way.  Both
+    links move at once (``alltoall_time``)."""
     n, k, E = layout.ep, model.top_k, model.experts
     _, inside = expert_parallel_link(layout, cluster)
-    if layout.ep_dispatch == "deepep":
+    if layout.ep_dispatch in ("deepep", "hybridep"):
         nodes = max(1, n // inside)
         over_network = _reached(model, nodes) * (nodes - 1) / nodes
         over_nvlink = _reached(model, n) * (n - 1) / n
@@ -93,6 +94,22 @@ def dispatch_time(model: Model, layout: Layout, cluster: Cluster, tokens: float,
         over_network, over_nvlink = k * (n - inside) / n, k * (inside - 1) / n
     per_copy = tokens * model.hidden * element_bytes * layout.moe_imbalance
     return alltoall_time(per_copy * over_nvlink, per_copy * over_network, n, cluster, eff)
+
+
+def routing_map_gather_time(model: Model, layout: Layout, cluster: Cluster, tokens: float,
+                            eff: Efficiency = EFFICIENCY) -> float:
+    """HybridEP's metadata step before each dispatch (``ep_dispatch="hybridep"``): every rank's routing map, a
+    bool per token and expert, all-gathered over the EP group with NCCL, then scanned once on each rank (DeepEP's
+    hybrid-ep branch, ``HybridEPBuffer::metadata_preprocessing``: ``Executor::allgather_routing_map`` calls
+    ``all_gather_into_tensor`` unless its custom NVLink gather is enabled, which Megatron-Core does not).  None
+    for the other dispatchers."""
+    if layout.ep_dispatch != "hybridep" or layout.ep <= 1:
+        return 0.0
+    etp, n = layout.expert_tp_degree, layout.ep
+    link, bw = _ring_link(etp * n, etp, layout, cluster, eff)
+    gathered = n * tokens * model.experts
+    return allgather_time(gathered, n, bw, eff, link) + gathered / (eff.hbm * cluster.gpu.hbm_bytes_per_s) \
+        + eff.kernel_s
 
 
 # Ranks are numbered TP fastest, then CP, then DP, then PP (Megatron-Core's order), so every group of

@@ -24,7 +24,8 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            context_parallel_link, data_parallel_link, dispatch_time,
                                            expert_data_parallel_link,
                                            expert_parallel_link, overlapped, pipeline_link, replica_link,
-                                           ring_network_bandwidth, ring_passes, shard_link, tensor_parallel_link)
+                                           ring_network_bandwidth, ring_passes, routing_map_gather_time, shard_link,
+                                           tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
 from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNELS, FP8_QUANTIZE_KERNELS,  # noqa: F401
                                            MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, expert_bias_kernels, fp8_expert_casts,
@@ -37,7 +38,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "fp8_backward_accumulation", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
-           "ring_network_bandwidth", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link",
+           "ring_network_bandwidth", "routing_map_gather_time", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
            "dispatch_time", "memory_per_gpu", "permutation_bytes", "activation_bytes", "peak_flops", "causal_executed", "module_recompute_time"]

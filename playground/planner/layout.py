@@ -22,7 +22,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "FP8_SCALINGS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "RECOMPUTE_SHARES",
+           "DTYPES", "FP8_SCALINGS", "EP_DISPATCHERS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "RECOMPUTE_SHARES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -35,6 +35,7 @@ DTYPES = ("bf16", "fp8")
 # DelayedScaling, NeMo's FP8 before 2025), block (one per block of 32 or 128 elements, found in the cast: MXFP8,
 # DeepSeek-V3's 1 x 128 tiles)
 FP8_SCALINGS = ("tensor", "delayed", "block")
+EP_DISPATCHERS = ("alltoall", "deepep", "hybridep")   # how tokens reach their experts (comm_costs.dispatch_time)
 CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
@@ -122,6 +123,7 @@ class Layout:
                                      # --cross-entropy-loss-fusion, Liger's)
     moe_imbalance: float = 1.0       # routed tokens on the busiest EP rank over the mean (1: forced balance)
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
+    #                                  | hybridep (as deepep, in bf16, after an all-gather of the routing maps)
     moe_launch: str = "grouped"      # how the host launches a MoE layer's kernels (costs.moe_host_time): grouped (each
                                      # expert matrix one grouped GEMM: torch._grouped_mm, DeepGEMM), per_expert (each
                                      # local expert's GEMMs and activation launched from Python, an eager loop over

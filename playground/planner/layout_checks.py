@@ -11,7 +11,7 @@ import math
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
-from playground.planner.layout import (CP_METHODS, DTYPES, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE,
+from playground.planner.layout import (CP_METHODS, DTYPES, EP_DISPATCHERS, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE,
                                        RECOMPUTE_MODULES, TP_OVERLAP, Layout)
 
 __all__ = ["check_layout", "check_recompute_modules"]
@@ -132,8 +132,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"moe_launch must be one of {', '.join(MOE_LAUNCH)}, got {layout.moe_launch!r}")
     if layout.moe_probs not in MOE_PROBS:
         raise PlanError(f"moe_probs must be one of {', '.join(MOE_PROBS)}, got {layout.moe_probs!r}")
-    if layout.ep_dispatch not in ("alltoall", "deepep"):
-        raise PlanError(f"ep_dispatch must be alltoall or deepep, got {layout.ep_dispatch!r}")
+    if layout.ep_dispatch not in EP_DISPATCHERS:
+        raise PlanError(f"ep_dispatch must be one of {', '.join(EP_DISPATCHERS)}, got {layout.ep_dispatch!r}")
     if layout.fp32_gather and (layout.zero_stage != 3 or layout.fp8_gather):
         raise PlanError("fp32 gathers are FSDP's weights kept in fp32: they need ZeRO stage 3 (--zero-stage 3)"
                         if layout.zero_stage != 3 else "fp32 gathers and float8 gathers exclude each other")

@@ -8,7 +8,7 @@ import argparse
 
 from playground.planner.costs import FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS
+from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS
 from playground.planner.flag_values import number, whole
 from playground.planner.step_range import SETTINGS
 
@@ -107,9 +107,11 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--moe-imbalance", metavar="F", help="routed tokens on the busiest expert-parallel rank over "
                      "the mean, >= 1: dropless routing's imbalance, which paces the expert GEMMs and all-to-alls "
                      "(default: 1, forced balance)")
-    lay.add_argument("--ep-dispatch", choices=("alltoall", "deepep"), help="expert-parallel token dispatcher: "
+    lay.add_argument("--ep-dispatch", choices=EP_DISPATCHERS, help="expert-parallel token dispatcher: "
                      "alltoall sends a copy per token and expert (Megatron-Core's); deepep once per node over the "
-                     "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's) (default: alltoall)")
+                     "network and once per GPU over NVLink, in FP8 with --dtype fp8 (DeepSeek's); hybridep as "
+                     "deepep but always in bf16, each dispatch first all-gathering every rank's routing map over the "
+                     "EP group (NVIDIA's HybridEP, Megatron-Core's flex dispatcher) (default: alltoall)")
     lay.add_argument("--moe-launch", choices=MOE_LAUNCH, help="how the host launches a MoE layer's kernels, "
                      "which the GPU waits for when they outlast its work: grouped (each expert GEMM one kernel: "
                      f"torch._grouped_mm, DeepGEMM; {MOE_LAYER_KERNELS} kernels a layer), per_expert (each local "

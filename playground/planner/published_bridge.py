@@ -69,8 +69,8 @@ TP_OVERLAP = dict(tp_overlap="all")
 TP_OVERLAP_READ = "TP communication overlapped with the GEMMs (tp_comm_overlap, userbuffers), no recompute"
 DSV3_B200_READ = "MLA's up-projections recomputed (selective), the all-to-all dispatcher, not overlapped"
 NONE_PRICED = "no recompute, the all-to-all dispatcher, not overlapped: the nominal reading"
-HYBRID_EP = ("HybridEP (the flex dispatcher), priced as DeepEP: a token sent once to each node it reaches; "
-             "no recompute, the all-to-alls not overlapped")
+HYBRID_EP = ("HybridEP (the flex dispatcher): a token sent once to each node it reaches, as DeepEP does, in bf16 "
+             "after an all-gather of the routing maps; no recompute, the all-to-alls not overlapped")
 
 
 def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source=_BRIDGE,

@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
+from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
@@ -52,7 +52,7 @@ SETTINGS = {
     # dropless routing: the busiest EP rank over the mean.  The MoE Model Zoo's Qwen3-235B runs lose
     # 9-25% of their throughput dropless against forced balance (best_practice/Qwen3/readme.md)
     "moe_imbalance": (1.0, 1.25, 1.5),
-    "ep_dispatch": ("alltoall", "deepep"),
+    "ep_dispatch": EP_DISPATCHERS,
     "ep_overlap": (False, True),
     "moe_launch": MOE_LAUNCH,
     "moe_probs": MOE_PROBS,            # where the router's weights scale a routed copy (memory only)          # the experts' GEMMs as one kernel, one by one from Python, or graphed

@@ -113,7 +113,7 @@ from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, La
                                       fp8_backward_accumulation, gemm_time,
                                       layer_forward, layer_gemms, module_recompute_time, moe_host_time, overlapped,
                                       per_op_recomputed,
-                                      pipeline_link, replica_link, shard_link, sustained_rate,
+                                      pipeline_link, routing_map_gather_time, replica_link, shard_link, sustained_rate,
                                       tensor_parallel_link)
 from playground.planner.efficiency import LOSS_KERNEL_BYTES
 from playground.planner.layout import placement_note, stage_layers
@@ -180,9 +180,12 @@ def _one_layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Effici
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
         tokens = T / (t if layout.sequence_parallel else 1)
         one = dispatch_time(model, layout, cluster, tokens, eff)
-        # DeepEP dispatches in FP8 when the GEMMs are (the forward's and recomputed forward's dispatch)
+        # DeepEP dispatches in FP8 when the GEMMs are (the forward's and recomputed forward's dispatch);
+        # HybridEP in bf16 (Megatron-Core asserts it: "HybridEP dispatcher does not support fp8 dispatch now"),
+        # after all-gathering the routing maps, which combine and backward reuse
         fp8 = layout.ep_dispatch == "deepep" and layout.dtype == "fp8"
         first = dispatch_time(model, layout, cluster, tokens, eff, element_bytes=1) if fp8 else one
+        first += routing_map_gather_time(model, layout, cluster, tokens, eff)
         again = 1.0 if "moe" in layout.selective_modules else rc   # the recomputed forward dispatches again
         ep = (1 + again) * (first + one) + 2 * one
     # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the

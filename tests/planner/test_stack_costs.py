@@ -365,8 +365,32 @@ def test_deepep_sends_a_token_once_per_node_and_gpu_it_hits_not_once_per_expert(
     per_pair, deepep = (dispatch_time(row.model, replace(row.layout, ep_dispatch=d), row.cluster, 4096)
                         for d in ("alltoall", "deepep"))
     assert deepep < per_pair
-    with pytest.raises(PlanError, match="ep_dispatch must be alltoall or deepep"):
+    with pytest.raises(PlanError, match="ep_dispatch must be one of alltoall, deepep, hybridep"):
         predict(row.model, row.cluster, replace(row.layout, ep_dispatch="nccl"))
+
+
+def test_hybridep_routes_as_deepep_in_bf16_after_all_gathering_every_ranks_routing_map():
+    """HybridEP sends a token as DeepEP does, but Megatron-Core never dispatches it in FP8, and each dispatch
+    first all-gathers the EP group's routing maps (a bool per token and expert) with NCCL; combine and the
+    backward reuse them.  Qwen3-30B-A3B on 16 H100s at EP 16: 16 x 4,096 x 128 bytes gathered across two nodes."""
+    from playground.planner.costs import allgather_time, data_parallel_link, dispatch_time, routing_map_gather_time
+    from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
+    row = BRIDGE_EP_OVERLAP_AB[0]
+    lay = row.layout
+    assert lay.ep_dispatch == "hybridep"
+    deepep = replace(lay, ep_dispatch="deepep")
+    assert dispatch_time(row.model, lay, row.cluster, 4096) == dispatch_time(row.model, deepep, row.cluster, 4096)
+    gather = routing_map_gather_time(row.model, lay, row.cluster, 4096)
+    link, bw = data_parallel_link(lay, row.cluster)          # TP 1 and EP = DP here: the same ring
+    assert gather > allgather_time(16 * 4096 * 128, 16, bw, EFFICIENCY, link) > 0
+    assert routing_map_gather_time(row.model, deepep, row.cluster, 4096) == 0.0
+    passes = row.layout.micro_batches * row.model.layers   # one gather a layer's forward, none in the backward
+    gap = predict(row.model, row.cluster, lay)["time_breakdown"]["ep_all_to_all"] \
+        - predict(row.model, row.cluster, deepep)["time_breakdown"]["ep_all_to_all"]
+    assert gap == pytest.approx(passes * gather, rel=1e-6)
+    fp8, fp8_deepep = replace(lay, dtype="fp8"), replace(deepep, dtype="fp8")
+    bf16_wire = predict(row.model, row.cluster, fp8)["time_breakdown"]["ep_all_to_all"]
+    assert bf16_wire - predict(row.model, row.cluster, fp8_deepep)["time_breakdown"]["ep_all_to_all"] > gap
 
 
 def test_gradients_reduced_in_fp32_move_twice_the_bytes_of_bf16_ones(capsys):
