@@ -148,12 +148,12 @@ def _power_line(r: dict) -> list[str]:
                         f"{a['comm_share']:g} of the step)" if r["gpus"] > 1 else
                         "         on one GPU no collective runs beside them)"))
     if r.get("fp8_backward_accumulation", 1.0) > 1:
-        lo, hi = EFFICIENCY.spread["fp8_split_accumulation"]
+        lo, hi = r["range_from"]["efficiency_spread"]["fp8_split_accumulation"]   # a results file's, when given
         lines.append(f"fp8      backward GEMMs at split accumulation, {r['fp8_backward_accumulation']:g}x the forward's "
                      f"time at their size ({lo:g}-{hi:g} in the range): Transformer Engine and torchao\n"
                      f"         promote a Hopper's FP8 sums to fp32 as they go in the backward only")
     if r.get("power_clock", 1.0) < 1:
-        lo, hi = EFFICIENCY.spread["power_exponent"]
+        lo, hi = r["range_from"]["efficiency_spread"]["power_exponent"]
         lines.append(f"power    capped at {r['power_limit_w']:.0f} W of the {r['tdp_w']:.0f} W TDP: tensor cores at "
                      f"{r['power_clock']:.3f} of their rate (assumed (limit / TDP)^{r['assumptions']['power_exponent']:g}; "
                      f"the range spans ^{lo:g} to ^{hi:g})")

@@ -72,6 +72,17 @@ def test_the_report_says_when_fp8_backward_gemms_pay_split_accumulation(capsys):
         assert ("backward GEMMs at split accumulation, 1.15x" in out) == said, (gpu, dtype)
 
 
+def test_a_measured_split_accumulation_reaches_the_report_with_its_own_spread(tmp_path, capsys):
+    path = tmp_path / "gemm-h100.json"
+    path.write_text(json.dumps({"benchmark": "gemm", "efficiency": {"fp8_split_accumulation": 1.3},
+                                "efficiency_spread": {"fp8_split_accumulation": [1.25, 1.35]},
+                                "provenance": {"device": "NVIDIA H100 80GB HBM3"}}))
+    assert step_time_main(["--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--gpu", "H100", "--dtype", "fp8",
+                           "--efficiency", str(path)]) == 0
+    assert "split accumulation, 1.3x the forward's time at their size (1.25-1.35 in the range)" \
+        in capsys.readouterr().out
+
+
 def test_transformer_engine_casts_each_weight_once_per_step_unless_zero3_gathers_it_again():
     gemms = [g for g in layer_gemms(LLAMA, 1, 4) if g[0] not in ("scores", "context")]
     activations = 6 * sum(c * (M * K + M * N) for _, c, M, N, K in gemms)
