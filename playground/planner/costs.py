@@ -37,7 +37,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
            "EXPERT_BIAS_BYTES", "expert_bias_kernels", "expert_bias_bytes",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
-           "sustained_rate", "gemm_time", "fp8_backward_accumulation", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
+           "sustained_rate", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "routing_map_gather_time", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
            "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
@@ -114,21 +114,27 @@ def fp8_backward_accumulation(gpu, layout: Layout, eff: Efficiency) -> float:
     return eff.fp8_split_accumulation
 
 
+def fa2_rate(arch: str, eff: Efficiency = EFFICIENCY) -> float:
+    """FlashAttention-2's share of the dense peak on an architecture: its own (Ampere's) rate, lower on Hopper
+    (no wgmma or TMA) and lower still on Blackwell (no tcgen05: the old warp-level MMAs only)."""
+    return {"hopper": eff.attention_fa2_hopper, "blackwell": eff.attention_fa2_blackwell}.get(arch, eff.attention_fa2)
+
+
 def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY, head_dim: int = 128) -> float:
     """Fraction of the dense peak a fused attention kernel reaches on the FLOPs it executes:
     FlashAttention-3 (``attention_kernel="fa3"``) or cuDNN's (``"cudnn"``) on Hopper and later, FlashAttention-2 on
-    Hopper at its lower rate, FlashAttention-2 elsewhere (the fastest kernel before Hopper), or the
-    first FlashAttention and its Triton port (``"fa1"``, 2022-23's).  On Hopper and later a head
+    Hopper and Blackwell at their lower rates (``fa2_rate``), FlashAttention-2 elsewhere (the fastest kernel before
+    Hopper), or the first FlashAttention and its Triton port (``"fa1"``, 2022-23's, slowed on a newer GPU as
+    FlashAttention-2 is there).  On Hopper and later a head
     narrower than 128 runs slower: at 64, ``ATTENTION_HEAD_DIM_64`` of the rate, in between on a line
     (measured on H100s only, so Ampere's rate is left as read)."""
     arch = getattr(gpu, "architecture", "")
-    if layout.attention_kernel == "fa1":   # FlashAttention-1 class; on Hopper slowed as FA2 is there
-        return eff.attention_fa1 * (eff.attention_fa2_hopper / eff.attention_fa2 if arch == "hopper" else 1)
+    if layout.attention_kernel == "fa1":   # FlashAttention-1 class; on Hopper and Blackwell slowed as FA2 is there
+        return eff.attention_fa1 * fa2_rate(arch, eff) / eff.attention_fa2
     if arch not in ("hopper", "blackwell"):
         return eff.attention_fa2
     kernel = layout.attention_kernel if layout.attention_kernel in ("fa3", "cudnn") else "fa2"
-    rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(
-        kernel, eff.attention_fa2_hopper if arch == "hopper" else eff.attention_fa2)
+    rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(kernel, fa2_rate(arch, eff))
     narrow = min(1.0, max(0.0, (128 - head_dim) / 64))     # 0 at 128 and wider, 1 at 64 and narrower
     return rate * (1 - narrow * (1 - ATTENTION_HEAD_DIM_64[kernel]))
 

@@ -95,6 +95,15 @@ _SOURCES = {
                             "over 1/319 + 2.5/310 = 312 TFLOPS at 4K, 0.32 of the dense peak (0.26 at 1K, 0.33 at "
                             "16K: the spread); 'FlashAttention-2 achieving only 35% utilization on the H100' (its "
                             "abstract) is the forward alone; PyTorch's SDPA flash backend is FlashAttention-2",
+    "attention_fa2_blackwell": "published measurement: FlashAttention-2 on a B200, whose Ampere kernels (mma.sync, no "
+                               "tcgen05) leave Blackwell's tensor cores mostly idle: tritonbench's flash_attention "
+                               "operator, flash_v2, batch 8, 16 heads of 128, 315 / 352 / 354 / 362 / 331 TFLOPS at 1K / "
+                               "2K / 4K / 8K / 16K tokens (https://github.com/meta-pytorch/tritonbench/pull/171, "
+                               "2025-03-04), 354 / 2250 = 0.157 at 4K, 0.14 at 1K to 0.161 at 8K the spread; the forward, "
+                               "and the backward runs alike at long sequences (flash-attn 2.7.4 on a B200, head dim 64: "
+                               "forward 307 / 343, forward + backward 312 / 333 TFLOPS at 4K / 8K, "
+                               "https://github.com/Dao-AILab/flash-attention/issues/1589); PyTorch SDPA's flash backend "
+                               "on a Blackwell is this kernel",
     "attention_fa3": "published measurement: the same figures (H100 SXM5, head dim 128): FlashAttention-3's "
                      "causal forward 423 / 521 / 579 / 602 / 616 TFLOPS at 1K-16K, backward 424 / 501 / 542 / 559 / "
                      "561; cuDNN's 410 / 484 / 518 / 529 / 539 and 408 / 465 / 499 / 518 / 516 (Shah et al. 2024, "
@@ -246,6 +255,7 @@ _SPREAD = {
     "attention_fa2": (0.50, 0.73),   # the FA2 abstract's range on A100
     "attention_fa1": (0.25, 0.40),   # the FA2 abstract's range for FlashAttention-1
     "attention_fa2_hopper": (0.26, 0.33),  # FA2 on H100 at 1K ... 16K tokens (FA3 paper's figures)
+    "attention_fa2_blackwell": (0.14, 0.161),  # FA2 on B200 at 1K ... 8K tokens (tritonbench's)
     "attention_fa3": (0.43, 0.58),   # FA3 at 1K ... 16K tokens (the same figures)
     "attention_cudnn": (0.41, 0.53),  # cuDNN at 1K ... 16K tokens (the same figures)
     "hbm": (0.75, 0.84),          # the A100 memory copy ... the H100 Nsight study's coalesced load
@@ -284,6 +294,7 @@ class Efficiency:
     attention_fa2: float = 0.55         # fused attention, fraction of dense peak on the FLOPs it executes
     attention_fa1: float = 0.325        # FlashAttention-1 and its Triton port (2022-23)
     attention_fa2_hopper: float = 0.32  # FlashAttention-2 on Hopper (no wgmma/TMA)
+    attention_fa2_blackwell: float = 0.157  # FlashAttention-2 on Blackwell (no tcgen05)
     attention_fa3: float = 0.56         # FlashAttention-3 on Hopper and later
     attention_cudnn: float = 0.51       # cuDNN's fused attention (Transformer Engine's, SDPA's cuDNN backend)
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth

@@ -74,8 +74,9 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "(default: on)")
     lay.add_argument("--attention-kernel", choices=("fa3", "cudnn", "fa2", "fa1"), help="fused attention kernel: on "
                      "Hopper and later fa3 (FlashAttention-3, ~56%% of peak), cudnn (cuDNN's, which Transformer Engine "
-                     "and so Megatron and NeMo run, ~51%%) or fa2 (PyTorch SDPA's FlashAttention-2, ~32%%), before "
-                     "Hopper all are FlashAttention-2 (~55%%); fa1 is FlashAttention-1 or its Triton port, 2022-23's "
+                     "and so Megatron and NeMo run, ~51%%) or fa2 (PyTorch SDPA's FlashAttention-2, ~32%% on Hopper, ~16%% on "
+                     "Blackwell, whose new tensor-core instructions it does not use), before Hopper all are "
+                     "FlashAttention-2 (~55%%); fa1 is FlashAttention-1 or its Triton port, 2022-23's "
                      "(~33%% on A100) (default: fa3)")
     lay.add_argument("--sequence-parallel", action=_BOOL, default=None, help="split norms and dropout over TP "
                      "(default: on when TP > 1)")

@@ -236,7 +236,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         # the attention kernel); hours at the power limit hold a Hopper's below their short-benchmark rate
         eff = replace(eff, **{k: getattr(eff, k) * clock * (held_fp8 if k == "fp8_gemm" else held)
                               for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2", "attention_fa2_hopper",
-                                        "attention_fa3", "attention_cudnn")})
+                                        "attention_fa2_blackwell", "attention_fa3", "attention_cudnn")})
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
     s, h = model.seq_len, model.hidden
     stages = stage_layers(model, layout)

@@ -329,6 +329,22 @@ def test_the_attention_kernel_runs_the_causal_half_at_its_measured_rate():
     assert predict(long, H100, fa2)["step_time_s"] > predict(long, H100, fa3)["step_time_s"]
 
 
+def test_flashattention2_on_blackwell_runs_at_its_measured_rate_below_hoppers():
+    from playground.planner.costs import attention_efficiency
+    lay = Layout.today(1, 1, 8, micro_batch=1, global_batch=8, zero_stage=3)
+    fa1, fa2, cudnn = (replace(lay, attention_kernel=k) for k in ("fa1", "fa2", "cudnn"))
+    b200, h100 = hardware.gpu("B200"), hardware.gpu("H100")
+    # its Ampere kernels on Blackwell's tensor cores: ~16% of the dense peak, half of what they reach on Hopper
+    assert attention_efficiency(b200, fa2) == EFFICIENCY.attention_fa2_blackwell < EFFICIENCY.attention_fa2_hopper
+    assert attention_efficiency(b200, cudnn) == EFFICIENCY.attention_cudnn
+    assert attention_efficiency(b200, fa1) < attention_efficiency(b200, fa2)
+    assert attention_efficiency(b200, fa1) / attention_efficiency(h100, fa1) == pytest.approx(
+        EFFICIENCY.attention_fa2_blackwell / EFFICIENCY.attention_fa2_hopper)
+    long = replace(LLAMA, seq_len=32768)
+    on_b200 = Cluster.of("B200")
+    assert predict(long, on_b200, fa2)["step_time_s"] > predict(long, on_b200, cudnn)["step_time_s"]
+
+
 def test_fsdp2_without_resharding_gathers_once_a_step_and_holds_the_stage():
     lay = Layout.today(1, 1, 64, micro_batch=1, global_batch=512, zero_stage=3)   # 8 micro-batches
     again, kept = (predict(LLAMA, H100, replace(lay, reshard_after_forward=r)) for r in (True, False))
