@@ -75,17 +75,20 @@ def peak_flops(gpu, dtype: str = "bf16") -> float:
     return gpu.peak_bf16_flops
 
 
-def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16") -> float:
+def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16", scaling: str = "tensor") -> float:
     """Share of a short benchmark's tensor-core rate a GPU holds through a training run, at its power
     limit for hours.  A Hopper's GEMMs alone hold ``eff.hopper_sustained`` of it in bf16 (gpu-fryer's
     minute-long matmul) and all of it in FP8 (which draws less power); while a collective runs beside
     them the clock falls to ``eff.comm_clock`` of a short benchmark's (DeepGEMM's H800), for
     ``eff.comm_share`` of the step.  A Blackwell's bf16 work holds ``eff.blackwell_sustained``
-    (FlashAttention-4 held back to back on a B200), its FP8 all of it, nothing measured beside a
-    collective.  GPUs without a sustained measurement: 1."""
+    (FlashAttention-4 held back to back on a B200), its FP8 GEMMs ``eff.blackwell_fp8`` of ``fp8_gemm``'s
+    rate, block-scaled (MXFP8, ``scaling="block"``) ``eff.blackwell_mxfp8`` (Transformer Engine's GEMM
+    benchmark on a Blackwell), nothing measured beside a collective.  GPUs without a sustained measurement: 1."""
     arch = getattr(gpu, "architecture", "")
     if arch == "blackwell":
-        return 1.0 if dtype == "fp8" else eff.blackwell_sustained
+        if dtype != "fp8":
+            return eff.blackwell_sustained
+        return eff.blackwell_mxfp8 if scaling == "block" else eff.blackwell_fp8
     if arch != "hopper":
         return 1.0
     alone = 1.0 if dtype == "fp8" else eff.hopper_sustained

@@ -70,8 +70,8 @@ SETTINGS = {
 # settings that vary a Layout field under another name: the field, and the values above are its
 FIELD = {"distributed_optimizer": "zero_stage"}
 # for each constant, which end of its spread makes the step faster
-_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "fp8_split_accumulation": False, "hopper_sustained": True, "blackwell_sustained": True,
-                     "comm_clock": True, "comm_share": False,
+_FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "fp8_split_accumulation": False, "hopper_sustained": True,
+                     "blackwell_sustained": True, "blackwell_fp8": True, "blackwell_mxfp8": True, "comm_clock": True, "comm_share": False,
                      "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "ep_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True, "attention_fa2_blackwell": True,
                      "attention_fa3": True, "attention_cudnn": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "host_kernel_s": False, "graph_kernel_s": False, "latency_s": False,

@@ -231,7 +231,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     stated = eff
     alone = eff if layout.gpus > 1 else replace(eff, comm_share=0.0)   # one GPU: no collective beside anything
     clock, held = power_clock(cluster, eff), sustained_rate(cluster.gpu, alone)
-    held_fp8 = sustained_rate(cluster.gpu, alone, "fp8")
+    held_fp8 = sustained_rate(cluster.gpu, alone, "fp8", layout.fp8_scaling)
     if clock < 1 or held < 1 or held_fp8 < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and
         # the attention kernel); hours at the power limit hold a Hopper's below their short-benchmark rate
         eff = replace(eff, **{k: getattr(eff, k) * clock * (held_fp8 if k == "fp8_gemm" else held)
@@ -376,7 +376,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
         "assumptions": {k: getattr(stated, k) for k in ("gemm", "fp8_gemm", "fp8_split_accumulation", "hopper_sustained", "blackwell_sustained",
-                                                          "comm_clock",
+                                                          "blackwell_fp8", "blackwell_mxfp8", "comm_clock",
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "host_kernel_s",
                                                           "graph_kernel_s", "latency_s")},

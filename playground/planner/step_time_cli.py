@@ -135,9 +135,11 @@ def _links_line(r: dict, lay: Layout) -> list[str]:
 def _power_line(r: dict) -> list[str]:
     lines = []
     if r.get("sustained_rate", 1.0) < 1 and hardware.gpu(r["gpu"]).architecture == "blackwell":
+        fp8 = (f"; FP8 GEMMs at {r['sustained_rate_fp8']:.3f} of fp8_gemm's rate, as Transformer Engine's GEMM "
+               "benchmark measured them beside bf16's on a Blackwell" if r["layout"]["dtype"] == "fp8" else "")
         lines.append(f"sustain  bf16 tensor cores at {r['sustained_rate']:.3f} of a short benchmark's rate through a run\n"
                      f"         ({r['gpu']}s at their power limit, as FlashAttention-4 held back to back on a B200 "
-                     "measures; FP8 keeps its rate)")
+                     f"measures{fp8})")
     elif r.get("sustained_rate", 1.0) < 1:
         a = r["assumptions"]
         fp8 = f", FP8 at {r['sustained_rate_fp8']:.3f}" if r["layout"]["dtype"] == "fp8" else ""

@@ -10,7 +10,8 @@ from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, MEASURED, Efficiency
 from playground.step_time import main as step_time_main
 
-CONSTANTS = ("gemm", "fp8_gemm", "fp8_split_accumulation", "hopper_sustained", "blackwell_sustained", "comm_clock", "comm_share", "power_exponent", "comm_sms",
+CONSTANTS = ("gemm", "fp8_gemm", "fp8_split_accumulation", "hopper_sustained", "blackwell_sustained", "blackwell_fp8",
+             "blackwell_mxfp8", "comm_clock", "comm_share", "power_exponent", "comm_sms",
              "attention_fa1", "attention_fa2", "attention_fa2_hopper", "attention_fa2_blackwell", "attention_fa3", "attention_cudnn",
              "hbm", "link", "network",
              "kernel_s", "latency_s", "tile", "optimizer_bytes")
