@@ -59,9 +59,13 @@ class Recipe(NamedTuple):
 
     def note(self) -> str:
         return (f"from Megatron-Bridge {self.tag}'s performance recipe {self.config} (scripts/performance/"
-                f"configs/{self.family}/), which holds the table's layout: {self.read}")
+                f"configs/{self.family}/), which holds the table's layout: {self.read}; {RECIPE_COMMON_READ}")
 
 
+# What every family's performance recipe sets, in every release read (v0.1.0rc4's YAML, v0.2.0's and v0.4.2's
+# set_<family>_common_configs): gradients reduced in bf16 (mixed_precision and ddp grad_reduce_in_fp32 false)
+RECIPE_COMMON = dict(grad_reduce="bf16")
+RECIPE_COMMON_READ = "gradients reduced in bf16 (grad_reduce_in_fp32: false, as every family's recipe sets it)"
 SELECTIVE_MLA_UP = dict(recompute="selective", recompute_modules=("mla_up_proj",))
 SELECTIVE_MLA_UP_MLP = dict(recompute="selective", recompute_modules=("mla_up_proj", "mlp"))
 SELECTIVE_NORM_MOE_ACT = dict(recompute="selective", recompute_modules=("layernorm", "moe_act"))
@@ -79,7 +83,7 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     settings of its ``recipe`` where one was read."""
     # FSDP = 0 says DDP, not whether the optimizer is distributed (Layout.today's ZeRO-1 taken; the range
     # over DDP without it and with it, never ZeRO-3)
-    layout = replace(layout, attention_kernel=TE_ATTENTION, **(recipe.settings if recipe else {}),
+    layout = replace(layout, attention_kernel=TE_ATTENTION, **({**RECIPE_COMMON, **recipe.settings} if recipe else {}),
                      **(dict(fp8_scaling="block") if "FP8-MX" in name else {}))
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ()) + (("moe_launch",) if model.is_moe else ())

@@ -59,7 +59,10 @@ NCCL all-gather of every rank's routing map: Qwen3-30B-A3B 1.29 -> 1.23 on H100s
 of ten within +-25%.  Then a Blackwell's FP8 GEMMs came to run at what Transformer Engine's own GEMM benchmark measured
 beside its bf16 ones on a Blackwell (``Efficiency.blackwell_fp8`` and ``blackwell_mxfp8``, not from these rows): the
 three MXFP8 runs on B200s 3-4% slower, Qwen3-30B-A3B 1.32 -> 1.28, Qwen3-235B-A22B 1.48 -> 1.44, DeepSeek-V3 0.94 ->
-0.91; six of ten within +-25% still.
+0.91.  And every recipe read came to reduce its gradients in bf16 (``published_bridge.RECIPE_COMMON``: each family's
+recipe sets grad_reduce_in_fp32 false, in every release read, not from these rows), which the model had taken in
+fp32: gpt-oss on B200s, five micro-batches a step and its experts' gradients reduced across nodes, 1.34 -> 1.53, on
+H100s 1.29 -> 1.30; six of ten within +-25% still.
 """
 
 from __future__ import annotations

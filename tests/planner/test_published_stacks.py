@@ -287,6 +287,10 @@ def test_bridge_rows_run_as_the_recipes_that_hold_their_layouts_and_say_so():
     assert len(llama) == 8 and all(row.layout.tp_overlap == "all" for row in llama)
     # a recipe that does not hold the table's layout is not taken: 25.11's gpt-oss recipe is EP 64
     assert rows["GPT OSS 120B, 64 B200, EP 8, BF16"].layout.recompute == "none"
+    # every family's recipe, in every release read, reduces gradients in bf16; the range still spans fp32
+    assert all(row.layout.grad_reduce == "bf16" and "grad_reduce_in_fp32: false" in row.note
+               and "grad_reduce" in row.unstated for row in read)
+    assert rows["GPT OSS 120B, 64 B200, EP 8, BF16"].layout.grad_reduce == "fp32"
 
 
 def test_the_held_out_check_counts_what_the_issue_holds_it_to():
