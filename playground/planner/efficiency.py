@@ -168,7 +168,7 @@ _SOURCES = {
                      "gemm_profiling/gemm_profiling.rst) on a B300 SXM6 (Blackwell; dense "
                      "peaks 2,250 TFLOPS bf16 and 4,500 FP8, a B200's), the twelve GEMMs of a layer of hidden 4,096 and "
                      "MLP 16,384 at 15,872 tokens (6.39 TFLOP a pass), 100 timed iterations each, inputs pre-quantized: "
-                     "per-tensor FP8 6.812 ms a layer, 2,815 TFLOPS, 0.626 of the FP8 peak against fp8_gemm's 0.70: 0.894 "
+                     "per-tensor FP8 6.812 ms a layer, 2,815 TFLOPS, 0.625 of the FP8 peak against fp8_gemm's 0.70: 0.894 "
                      "(its fprop 0.940, dgrad 0.871, wgrad 0.873: the spread); bf16 in the same run 13.102 ms, 0.650 of its "
                      "peak, where the model holds 0.80 x blackwell_sustained = 0.682 (5% above), so the two agree on how "
                      "a Blackwell runs held; read as what a Blackwell's FP8 GEMMs keep of fp8_gemm through a run",
