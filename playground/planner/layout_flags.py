@@ -73,7 +73,8 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--flash-attention", action=_BOOL, default=None, help="fused attention, no s^2 scores "
                      "(default: on)")
     lay.add_argument("--attention-kernel", choices=("fa3", "cudnn", "fa2", "fa1"), help="fused attention kernel: on "
-                     "Hopper and later fa3 (FlashAttention-3, ~56%% of peak), cudnn (cuDNN's, which Transformer Engine "
+                     "Hopper and later fa3 (FlashAttention-3, ~56%% of peak; on Blackwell its successor FlashAttention-4, "
+                     "charged the same), cudnn (cuDNN's, which Transformer Engine "
                      "and so Megatron and NeMo run, ~51%%) or fa2 (PyTorch SDPA's FlashAttention-2, ~32%% on Hopper, ~16%% on "
                      "Blackwell, whose new tensor-core instructions it does not use), before Hopper all are "
                      "FlashAttention-2 (~55%%); fa1 is FlashAttention-1 or its Triton port, 2022-23's "
