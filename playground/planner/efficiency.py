@@ -161,8 +161,9 @@ _SOURCES = {
                            "(b 4, s 8192, 16 heads of 128) peaks at 1450 TFLOPS and, fully throttled, holds 1237 "
                            "(-15%), the SM clock falling from 1965 to ~1580 MHz at ~1000 W "
                            "(https://github.com/flashinfer-ai/flashinfer/pull/2899): 1237 / 1450 = 0.853, charged on "
-                           "a Blackwell's bf16 GEMMs and attention as hopper_sustained is on a Hopper's; no FP8 "
-                           "measurement found (1 there), nor one beside a collective",
+                           "a Blackwell's bf16 GEMMs and attention as hopper_sustained is on a Hopper's; its FP8 GEMMs "
+                           "are held to what Transformer Engine measured (blackwell_fp8, blackwell_mxfp8); nothing "
+                           "measured beside a collective",
     "blackwell_fp8": "published measurement: Transformer Engine's own GEMM benchmark (benchmarks/gemm/benchmark_gemm.py; its "
                      "tutorial, https://github.com/NVIDIA/TransformerEngine/blob/d0067d0da6cb01811b8072a7d304f0e00344ce2b/docs/examples/"
                      "gemm_profiling/gemm_profiling.rst) on a B300 SXM6 (Blackwell; dense "
