@@ -40,7 +40,7 @@ __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "F
            "sustained_rate", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",
            "ring_network_bandwidth", "routing_map_gather_time", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link",
            "expert_parallel_link",
-           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "eager_extra_bytes", "overlapped", "attention_efficiency",
+           "pipeline_link", "block_matmuls", "per_op_recomputed", "fp8_cast_bytes", "fp8_cast_bytes_per_element", "eager_extra_bytes", "overlapped", "attention_efficiency",
            "dispatch_time", "memory_per_gpu", "permutation_bytes", "activation_bytes", "peak_flops", "causal_executed", "module_recompute_time"]
 
 # HBM bytes per element of a layer's residual stream (T x h) under bf16 autocast over fp32 weights
@@ -299,6 +299,12 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
     return seconds + sum(moved[m] for m in kernels) / (eff.hbm * gpu.hbm_bytes_per_s) + len(kernels) * eff.kernel_s
 
 
+def fp8_cast_bytes_per_element(scaling: str) -> int:
+    """HBM bytes one element's FP8 cast moves (``fp8_cast_bytes``): its absolute maximum read under tensor scaling
+    (2), then read and written in FP8 (2 + 1) and written again transposed (1)."""
+    return (2 if scaling == "tensor" else 0) + 2 + 1 + 1
+
+
 def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     """HBM bytes one layer's FP8 casts move per micro-batch, forward and backward together.
 
@@ -312,7 +318,7 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     (Transformer Engine keeps the FP8 copy from the step's first micro-batch: its share of each
     micro-batch is 1/m), else every micro-batch.  The attention core and the logits stay in bf16
     and cast nothing."""
-    per_element = (2 if layout.fp8_scaling == "tensor" else 0) + 2 + 1 + 1
+    per_element = fp8_cast_bytes_per_element(layout.fp8_scaling)
     weights = layout.fp8_weight_share
     return per_element * sum(c * (M * K + weights * K * N + M * N)
                              for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,

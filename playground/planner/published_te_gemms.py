@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 
-from playground.planner.costs import sustained_rate
+from playground.planner.costs import fp8_cast_bytes_per_element, sustained_rate
 from playground.planner.efficiency import EFFICIENCY, Efficiency
 
 __all__ = ["TE_SOURCE", "TE_TOKENS", "TE_LAYER_MS", "TE_PARTS", "te_gemm_shapes", "te_gemm_rates", "te_cast_times"]
@@ -89,7 +89,6 @@ def te_cast_times(eff: Efficiency = EFFICIENCY) -> list[dict]:
                 continue
             pre, auto = readings[scaling]
             pre = pre if pre is not None else readings["tensor"][0]
-            per_element = 6 if scaling == "tensor" else 4
             rows.append({"part": part, "scaling": scaling, "measured_ms": auto - pre,
-                         "model_ms": per_element * elements / (eff.hbm * hbm) * 1e3})
+                         "model_ms": fp8_cast_bytes_per_element(scaling) * elements / (eff.hbm * hbm) * 1e3})
     return rows
