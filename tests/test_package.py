@@ -33,13 +33,14 @@ RUNS = {
 }
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
-    {"errors", "flops", "scaling_laws", "published_runs"},
+    {"errors", "flops", "scaling_laws", "published_runs", "efficiency_sources"},
     {"architecture", "goodput", "efficiency"},
-    {"stages", "hf_families"},
+    {"stages", "hf_families", "hf_keys"},
     {"layout", "hf_config", "presets", "gemms"},
     {"layout_checks"},  # whether a layout can run
-    {"memory", "measure", "comm_costs", "moe_kernels"},
+    {"memory", "measure", "comm_costs", "moe_kernels", "kernel_rates"},
     {"costs"},
+    {"layer_costs"},  # one layer's passes, priced from the cost terms
     {"published_row"},
     {"published_foundry", "published_zoo", "published_megatron", "published_gemms", "published_te_gemms",
      "published_fms"},
@@ -48,6 +49,7 @@ PLANNER_FLOORS = (
     {"published_bridge_2509", "published_bridge_2604"},  # other releases' tables, read with the same row builder
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range", "mfu_ceiling"},
+    {"capacity_inputs"},  # what a plan is asked about: the numbers checked, the model resolved
     {"capacity"},
     {"replay"},
     {"peer_model"},

@@ -2,13 +2,13 @@
 
 Data flows one way, from the command line down to the hardware table: ``cli`` and
 ``step_time_cli`` (their flags in ``args``, the layout's in ``layout_flags``, numbers read by ``flag_values``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
-GPU-hours -> days, every figure from one layout's prediction) -> ``layout_search`` (ranked layouts,
+GPU-hours -> days, every figure from one layout's prediction; its numbers checked and its model resolved by ``capacity_inputs``) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
-one step of a layout) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``; the collectives and links in ``comm_costs``, a MoE layer's kernels in ``moe_kernels``) -> ``memory`` (the one memory model: bytes per
+one step of a layout) -> ``layer_costs`` (one layer's passes and the communication it waits for) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``, at the rates of ``kernel_rates``; the collectives and links in ``comm_costs``, a MoE layer's kernels in ``moe_kernels``) -> ``memory`` (the one memory model: bytes per
 GPU by part) -> ``layout_checks`` (whether a layout can run) -> ``layout`` (``Cluster``, ``Layout``) -> ``stages`` (pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
-``config.json`` by ``hf_config`` (the families that do not spell their shape Llama's way, GPT-2, MPT and
-Falcon, by ``hf_families``) or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants), ``goodput`` (failures,
+``config.json`` by ``hf_config`` (its typed look-ups and the keys only some families carry in ``hf_keys``; the families that do not spell their shape Llama's way, GPT-2, MPT and
+Falcon, by ``hf_families``) or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants, each one's source in ``efficiency_sources``), ``goodput`` (failures,
 checkpoint intervals) and ``playground.hardware`` at the bottom; every module raises ``PlanError`` (``errors``).  Beside them: ``scaling_laws``
 (Chinchilla); ``overlap`` (when each axis's communication hides behind compute); the published runs and layouts the planner is validated against
 (``published_runs``, ``published_layouts``; today's stacks, torchtitan and more, in ``published_stacks``, fms-fsdp's A100 and H100 rows in ``published_fms``, Megatron-Bridge's H100 and B200 runs in ``published_bridge`` (25.11) ``published_bridge_2509`` (25.09) and, held out, ``published_bridge_2604`` (26.04.01), its measured A/B of the EP overlap in ``published_bridge_ab``, llm-foundry's sweep in ``published_foundry``, the MoE Model Zoo's and DeepSeek-V3 in ``published_zoo``, NeMo AutoModel's FSDP2 + EP runs in ``published_automodel``, NeMo's FP8 runs of 24.07, its long-sequence table of 24.03 and NVIDIA's DGX Cloud recipes in ``published_nemo``, Megatron-LM's weak-scaling table in ``published_megatron``, each a ``published_row``; cuBLAS's measured GEMM rates by shape, which eq-gemm is checked against, in ``published_gemms``, and Transformer Engine's own GEMM benchmark, which the GEMM rates and the FP8 casts' bytes are checked against, in ``published_te_gemms``), replayed by ``replay``, and beside a public peer model, llm-analysis, by ``peer_model``; ``step_range`` (the range a prediction spans over unstated settings and the constants' spread); ``mfu_ceiling`` (the highest MFU the replayed runs reached, by GPU architecture and precision, which a plan's MFU is checked against); ``measure`` (the formulas
@@ -18,8 +18,9 @@ May import: the shared basics and ``playground.zero`` (the ZeRO memory formulas)
 
 from playground.planner import layout_search, published_layouts, published_runs, replay
 from playground.planner.architecture import Model
-from playground.planner.capacity import DEFAULT_MFU, infer_architecture, plan
+from playground.planner.capacity import DEFAULT_MFU, plan
 from playground.planner.capacity_explorer import explorer
+from playground.planner.capacity_inputs import infer_architecture
 from playground.planner.cli import main, report
 from playground.planner.costs import allreduce_time, flops_per_step, tensor_parallel_link
 from playground.planner.errors import PlanError

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from playground import hardware
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
-from playground.planner.costs import sustained_rate
+from playground.planner.kernel_rates import sustained_rate
 from playground.planner.errors import PlanError
 from playground.planner.hf_config import read_hf_config
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency

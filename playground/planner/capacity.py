@@ -12,18 +12,20 @@ One rule keeps the report consistent: **every figure comes from one source of sp
   else the least model parallelism that fits (``minimal_model_parallelism``), sets the memory.
 
 The model is a ``Model`` (a preset, a ``config.json``, flags), or one inferred from ``params``
-(``infer_architecture``).  The compute-optimal size and the predicted loss come from
-``scaling_laws``.  Not exact — accurate enough to catch a 10x fantasy plan, and to pick a layout.
+(``infer_architecture``); ``capacity_inputs`` resolves it and checks the numbers given.  The
+compute-optimal size and the predicted loss come from ``scaling_laws``.  Not exact — accurate
+enough to catch a 10x fantasy plan, and to pick a layout.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import asdict, replace
 
 from playground import hardware
-from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
+from playground.planner.architecture import Model
+from playground.planner.capacity_inputs import (DEFAULT_VOCAB, infer_architecture, positive_number,
+                                                resolve_plan_model)
 from playground.planner.costs import flops_per_step, peak_flops
 from playground.planner.errors import PlanError
 from playground.planner.flops import flops_per_token
@@ -32,72 +34,18 @@ from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout, check_recompute_modules
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu, tight_note
-from playground.planner.presets import preset
 from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
 from playground.planner.step_range import predict_range
 
+# infer_architecture and DEFAULT_VOCAB live in capacity_inputs; re-exported so imports from here keep working
 __all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_VOCAB", "MAX_LAYERS",
            "DEGREES"]
 
 DEFAULT_MFU = 0.40          # used only when no layout is predicted and no --mfu / --achieved-tflops; said so
 DEFAULT_GLOBAL_BATCH = 2 ** 22  # tokens per step when none is given (4Mi)
-DEFAULT_VOCAB = 128256  # Llama 3's vocabulary
 MAX_LAYERS = 10_000  # 100x the deepest published LLMs
 DEGREES = ("tp", "pp", "vpp", "cp", "ep", "dp")
-
-
-def infer_architecture(params: float, seq_len: int = DEFAULT_SEQ_LEN, vocab: int = DEFAULT_VOCAB) -> Model:
-    """A Llama-3-style shape for ``params`` when none is given: hidden h = 128 l (Llama 3 8B and
-    405B have h / l = 128 and 130), heads of 128, 8 KV heads (GQA), a SwiGLU MLP of 3.5 h, RMSNorm,
-    no biases, untied embeddings, so N = l (12.5 h^2 + 2048 h) + 2 V h.  Layers and heads are
-    rounded to multiples of 8 (when there are at least 8) so TP and PP have divisors to work with;
-    the parameter count stays the one given."""
-    def round8(x: float) -> int:
-        return max(8, 8 * round(x / 8)) if x >= 6 else max(1, round(x))
-    body = max(params - 2 * vocab * 128, params / 2)
-    layers = round8((body / (12.5 * 128 ** 2)) ** (1 / 3))
-    heads = round8(math.sqrt(body / (12.5 * layers)) / 128)
-    h = 128 * heads
-    return Model(layers, h, heads, vocab, seq_len, ffn=int(3.5 * h), kv_heads=min(8, heads), gated_mlp=True,
-                 params=params, tied_embeddings=False, position_embeddings=False, qkv_bias=False,
-                 proj_bias=False, norm="rmsnorm", name="inferred (Llama-3 style)")
-
-
-def _number(name, value, integer=False):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise PlanError(f"--{name} must be a finite number, got {value!r}")
-    if value <= 0:
-        raise PlanError(f"--{name} must be positive, got {value!r}")
-    if integer:
-        if int(value) != value:
-            raise PlanError(f"--{name} must be a whole number, got {value!r}")
-        return int(value)
-    return float(value)
-
-
-def _resolve_model(model, params, active_params, seq_len, arch) -> tuple[Model, str]:
-    if isinstance(model, str):
-        model = preset(model)
-        shape_source = "preset"
-    else:
-        shape_source = "given"
-    if model is None and arch.get("layers") is not None:
-        model = Model(**{k: v for k, v in arch.items() if v is not None}, seq_len=seq_len or DEFAULT_SEQ_LEN,
-                      params=params)
-        return model, "given"
-    if model is None:
-        if params is None:
-            raise PlanError("give a model (--model, --hf-config or --layers/--hidden/--heads) or --params")
-        return infer_architecture(params, seq_len or DEFAULT_SEQ_LEN, arch.get("vocab") or DEFAULT_VOCAB), "inferred"
-    changes = {k: v for k, v in arch.items() if v is not None}
-    if seq_len:
-        changes.update(seq_len=seq_len, seq_len_from="")
-    if params is not None:
-        changes["params"] = params
-    return (replace(model, **changes) if changes else model), shape_source + (" + flags" if changes else "")
 
 
 def _counted(m: Model) -> str:
@@ -141,11 +89,11 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     14 bytes per parameter (bf16 weights, fp32 master and Adam moments) written at the storage's
     aggregate ``checkpoint_gbs`` GB/s, restarts of ``restart_minutes``."""
     params, active_params, tokens, compute, mfu, achieved_tflops, price_per_gpu_hour, max_days, \
-        global_batch_tokens = (_number(k, v) for k, v in (
+        global_batch_tokens = (positive_number(k, v) for k, v in (
             ("params", params), ("active-params", active_params), ("tokens", tokens), ("compute", compute),
             ("mfu", mfu), ("achieved-tflops", achieved_tflops), ("price-per-gpu-hour", price_per_gpu_hour),
             ("max-days", max_days), ("global-batch-tokens", global_batch_tokens)))
-    seq_len, gpus, global_batch = (_number(k, v, integer=True) for k, v in (
+    seq_len, gpus, global_batch = (positive_number(k, v, integer=True) for k, v in (
         ("seq-len", seq_len), ("gpus", gpus), ("global-batch", global_batch)))
     if compute is not None and (params is not None or tokens is not None):
         raise PlanError("give either --compute or --params/--tokens, not both")
@@ -167,7 +115,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         params, tokens = chinchilla_optimal(compute)
     if tokens is None:
         raise PlanError("give --tokens (training tokens), or a FLOP budget with --compute")
-    m, shape_source = _resolve_model(model, params, active_params, seq_len, arch)
+    m, shape_source = resolve_plan_model(model, params, active_params, seq_len, arch)
     shape_source = model_source or shape_source
     if m.layers > MAX_LAYERS:
         raise PlanError(f"{m.layers:,} layers: the planner handles at most {MAX_LAYERS:,}")
@@ -324,8 +272,8 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
             notes.append("checkpoint write bandwidth not given: 1 GB/s per GPU, at most 2 TB/s, assumed "
                          "(--checkpoint-gbs)")
         restart = 600.0 if restart_minutes is None else 0.0 if restart_minutes == 0 else \
-            _number("restart-minutes", restart_minutes) * 60
-        bandwidth = None if checkpoint_gbs is None else _number("checkpoint-gbs", checkpoint_gbs) * 1e9
-        out["goodput"] = plan_goodput(train_s, gpus, _number("gpu-mtbf-hours", gpu_mtbf_hours), 14 * N,
+            positive_number("restart-minutes", restart_minutes) * 60
+        bandwidth = None if checkpoint_gbs is None else positive_number("checkpoint-gbs", checkpoint_gbs) * 1e9
+        out["goodput"] = plan_goodput(train_s, gpus, positive_number("gpu-mtbf-hours", gpu_mtbf_hours), 14 * N,
                                       bandwidth, restart)
     return out

@@ -1,10 +1,11 @@
 """The cost terms of the step-time model: what each piece of a training step costs.
 
 One function per cost: the forward GEMMs of a layer on one GPU (``layer_gemms``: dense or MoE,
-standard or latent attention, after TP, CP and EP have split them), a GEMM on a roofline with tile
-quantization (``gemm_time``), one layer's forward (``layer_forward``), the FLOPs of a step
-(``flops_per_step``); the collectives and the link each kind of parallelism rides are in
-``comm_costs``, re-exported here.
+standard or latent attention, after TP, CP and EP have split them), one layer's forward
+(``layer_forward``), the FLOPs of a step (``flops_per_step``).  The rates a kernel runs at (a GEMM on a
+roofline with tile quantization, ``gemm_time``; attention's; the sustained clock) are in ``kernel_rates``,
+the collectives and the link each kind of parallelism rides in ``comm_costs``, a MoE layer's kernels in
+``moe_kernels``: all re-exported here.
 ``playground.planner.step_time.predict`` adds them up into one step; its docstring says where each
 constant and formula comes from.  ``Model`` (``architecture``), ``Cluster``, ``Layout`` and
 ``Efficiency`` (``layout``) and ``memory_per_gpu`` (``memory``) are re-exported for convenience.
@@ -12,13 +13,11 @@ constant and formula comes from.  ``Model`` (``architecture``), ``Cluster``, ``L
 
 from __future__ import annotations
 
-import math
-
 from playground.planner.architecture import Model
-from playground.planner.errors import PlanError
 from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, module_recomputed, per_op_recomputed
-from playground.planner.efficiency import ATTENTION_HEAD_DIM_64
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
+from playground.planner.kernel_rates import (attention_efficiency, causal_executed, fa2_rate,  # noqa: F401
+                                             fp8_backward_accumulation, gemm_time, peak_flops, sustained_rate)
 from playground.planner.layout_checks import check_layout
 from playground.planner.comm_costs import (_hit, _reached, allgather_time, allreduce_time, alltoall_time,  # noqa: F401
                                            context_parallel_link, data_parallel_link, dispatch_time,
@@ -64,89 +63,6 @@ BF16_STREAM_BYTES = 14
 # Megatron-Core's all-to-all dispatcher with several experts a rank, which permutes twice).
 EAGER_MOE_ROW_BYTES = 80
 EAGER_MOE_ACT_BYTES = 83
-
-
-def peak_flops(gpu, dtype: str = "bf16") -> float:
-    """Dense tensor-core peak for ``dtype``; FP8 on a GPU without it is an error."""
-    if dtype == "fp8":
-        if not gpu.peak_fp8_flops:
-            raise PlanError(f"the {gpu.name} has no FP8 tensor cores; use --dtype bf16")
-        return gpu.peak_fp8_flops
-    return gpu.peak_bf16_flops
-
-
-def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16", scaling: str = "tensor") -> float:
-    """Share of a short benchmark's tensor-core rate a GPU holds through a training run, at its power
-    limit for hours.  A Hopper's GEMMs alone hold ``eff.hopper_sustained`` of it in bf16 (gpu-fryer's
-    minute-long matmul) and all of it in FP8 (which draws less power); while a collective runs beside
-    them the clock falls to ``eff.comm_clock`` of a short benchmark's (DeepGEMM's H800), for
-    ``eff.comm_share`` of the step.  A Blackwell's bf16 work holds ``eff.blackwell_sustained``
-    (FlashAttention-4 held back to back on a B200), its FP8 GEMMs ``eff.blackwell_fp8`` of ``fp8_gemm``'s
-    rate, block-scaled (MXFP8, ``scaling="block"``) ``eff.blackwell_mxfp8`` (Transformer Engine's GEMM
-    benchmark on a Blackwell), nothing measured beside a collective.  GPUs without a sustained measurement: 1."""
-    arch = getattr(gpu, "architecture", "")
-    if arch == "blackwell":
-        if dtype != "fp8":
-            return eff.blackwell_sustained
-        return eff.blackwell_mxfp8 if scaling == "block" else eff.blackwell_fp8
-    if arch != "hopper":
-        return 1.0
-    alone = 1.0 if dtype == "fp8" else eff.hopper_sustained
-    return (1 - eff.comm_share) * alone + eff.comm_share * min(alone, eff.comm_clock)
-
-
-def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_bytes: float = BYTES) -> float:
-    """``count`` GEMMs of (M x K) by (K x N) on the roofline of eq-gemm; ``out_bytes`` per output
-    element moved (8 when it is accumulated into an fp32 gradient: read and written)."""
-    flops = 2 * count * M * N * K
-    tm, tn = eff.tile
-    tiles = (M / (tm * math.ceil(M / tm))) * (N / (tn * math.ceil(N / tn)))
-    compute = flops / ((eff.fp8_gemm if dtype == "fp8" else eff.gemm) * tiles * peak_flops(gpu, dtype))
-    memory = count * (BYTES * (M * K + K * N) + out_bytes * M * N) / (eff.hbm * gpu.hbm_bytes_per_s)
-    return max(compute, memory) + eff.kernel_s
-
-
-def fp8_backward_accumulation(gpu, layout: Layout, eff: Efficiency) -> float:
-    """How much longer the backward's GEMMs take than the forward's rate gives them: on a Hopper, FP8 under
-    tensor or delayed scaling runs its input- and weight-gradient GEMMs with split accumulation (partial sums
-    promoted to fp32 as they go), as Transformer Engine and torchao do, ``eff.fp8_split_accumulation``; 1 in
-    bf16, under block scaling (whose kernels promote forward too, in the rate ``fp8_gemm`` measured) and on
-    other GPUs (a Blackwell accumulates at full precision at full rate)."""
-    if layout.dtype != "fp8" or layout.fp8_scaling == "block" or getattr(gpu, "architecture", "") != "hopper":
-        return 1.0
-    return eff.fp8_split_accumulation
-
-
-def fa2_rate(arch: str, eff: Efficiency = EFFICIENCY) -> float:
-    """FlashAttention-2's share of the dense peak on an architecture: its own (Ampere's) rate, lower on Hopper
-    (no wgmma or TMA) and lower still on Blackwell (no tcgen05: the old warp-level MMAs only)."""
-    return {"hopper": eff.attention_fa2_hopper, "blackwell": eff.attention_fa2_blackwell}.get(arch, eff.attention_fa2)
-
-
-def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY, head_dim: int = 128) -> float:
-    """Fraction of the dense peak a fused attention kernel reaches on the FLOPs it executes:
-    FlashAttention-3 (``attention_kernel="fa3"``) or cuDNN's (``"cudnn"``) on Hopper and later, FlashAttention-2 on
-    Hopper and Blackwell at their lower rates (``fa2_rate``), FlashAttention-2 elsewhere (the fastest kernel before
-    Hopper), or the first FlashAttention and its Triton port (``"fa1"``, 2022-23's, slowed on a newer GPU as
-    FlashAttention-2 is there).  On Hopper and later a head
-    narrower than 128 runs slower: at 64, ``ATTENTION_HEAD_DIM_64`` of the rate, in between on a line
-    (measured on H100s only, so Ampere's rate is left as read)."""
-    arch = getattr(gpu, "architecture", "")
-    if layout.attention_kernel == "fa1":   # FlashAttention-1 class; on Hopper and Blackwell slowed as FA2 is there
-        return eff.attention_fa1 * fa2_rate(arch, eff) / eff.attention_fa2
-    if arch not in ("hopper", "blackwell"):
-        return eff.attention_fa2
-    kernel = layout.attention_kernel if layout.attention_kernel in ("fa3", "cudnn") else "fa2"
-    rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(kernel, fa2_rate(arch, eff))
-    narrow = min(1.0, max(0.0, (128 - head_dim) / 64))     # 0 at 128 and wider, 1 at 64 and narrower
-    return rate * (1 - narrow * (1 - ATTENTION_HEAD_DIM_64[kernel]))
-
-
-def causal_executed(seq_len: int, keys: int, block: int = 128) -> float:
-    """Share of the s x keys scores a causal fused kernel executes: each query sees at most
-    ``keys`` earlier tokens (on average keys (1 - keys / 2s)), and the ``block`` x ``block`` tiles
-    on the band's edge run whole.  The whole sequence (keys = s): a half, plus the diagonal."""
-    return min(1.0, 1 - keys / (2 * seq_len) + block / 2 / keys)
 
 
 def ring_merge_bytes(model: Model, layout: Layout, local: bool = False) -> tuple[float, float, int]:

@@ -1,5 +1,7 @@
 """A Hugging Face ``config.json`` read into a ``Model``, offline, with one-line errors.
 
+This module decides what each ``model_type`` is; the typed look-ups and the readers of the keys only
+some families carry (MoE layouts, MLA, sliding windows, non-attention mixers) are in ``hf_keys``.
 Which keys are read, by ``model_type``:
 
 * Llama-style (llama, mistral, qwen2, qwen3; an unknown type that has the Llama keys):
@@ -54,7 +56,7 @@ Which keys are read, by ``model_type``:
   planner prints it): the count is only as right as the Llama reading of that family.
 * A multimodal wrapper's ``text_config`` is read in place of the outer dict.
 * Sliding-window attention: ``sliding_window`` and which layers use it, from ``layer_types`` or the
-  family's rule (``_sliding_window``); those layers' attention is counted over the window.
+  family's rule (``hf_keys.sliding_window``); those layers' attention is counted over the window.
 
 ``max_position_embeddings`` is NOT the training sequence length: it is how far the position scheme
 reaches at inference, usually after a long-context stage (Llama 3.1: 131,072 for an 8,192 pre-training
@@ -73,6 +75,8 @@ from pathlib import Path
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
+from playground.planner.hf_keys import (Keys, deepseek, llama4, mlp_is_gated, qwen_moe, refuse_other_mixers,
+                                        require_gelu, routing_groups, sliding_window)
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
@@ -84,25 +88,7 @@ DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3'
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
-GATED_ACTS = ("silu", "swiglu", "swish")
-# keys that say some layers mix tokens without attention: Mamba and other state-space layers (Jamba,
-# Falcon-H1, Nemotron-H, Granite 4, Zamba), linear attention (Qwen3-Next, MiniMax-01), short convolutions (LFM2)
-MIXER_PREFIXES = ("mamba_", "ssm_", "linear_num_", "linear_key_", "linear_value_", "linear_conv_")
-MIXER_KEYS = ("hybrid_override_pattern", "attn_layer_period", "attn_type_list", "full_attention_interval",
-              "layers_block_type", "conv_L_cache")
-MIXER_WORDS = ("mamba", "linear", "conv", "ssm", "recurrent", "rwkv")
-PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2")
-PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden size",
-           "num_attention_heads": "the attention heads", "intermediate_size": "the MLP width",
-           "vocab_size": "the vocabulary", "n_layer": "the layer count", "n_embd": "the hidden size",
-           "n_head": "the attention heads", "n_positions": "the position table",
-           "n_layers": "the layer count", "d_model": "the hidden size", "n_heads": "the attention heads",
-           "max_seq_len": "the position table",
-           "num_local_experts": "the expert count", "num_experts": "the expert count",
-           "n_routed_experts": "the expert count", "num_experts_per_tok": "the experts per token",
-           "moe_intermediate_size": "the expert width", "kv_lora_rank": "MLA's key/value rank",
-           "qk_rope_head_dim": "MLA's rotary head size", "qk_nope_head_dim": "MLA's head size",
-           "v_head_dim": "MLA's value head size"}
+
 
 
 def read_hf_config(path, seq_len: int | None = None) -> Model:
@@ -142,9 +128,9 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     name = name or _name_in(cfg)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrapper: the language model is inside
         cfg, source = cfg["text_config"], f"{source} (text_config)"
-    keys = _Keys(cfg, source)
+    keys = Keys(cfg, source)
     kind = cfg.get("model_type")
-    _refuse_other_mixers(cfg, kind, source)
+    refuse_other_mixers(cfg, kind, source)
     if kind in FAMILY_READERS:
         return FAMILY_READERS[kind](keys, name, seq_len)
     if kind not in KNOWN and not all(k in cfg for k in LLAMA_KEYS):
@@ -167,12 +153,12 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     shape = dict(layers=layers, hidden=hidden, heads=heads, vocab=keys.int("vocab_size"), seq_len=seq_len,
                  ffn=keys.int("intermediate_size"), kv_heads=keys.int("num_key_value_heads", heads),
                  head_dim=None if head_dim == hidden // heads else head_dim,  # one spelling per shape
-                 gated_mlp=kind in GEMMA or _gated(keys),
+                 gated_mlp=kind in GEMMA or mlp_is_gated(keys),
                  tied_embeddings=keys.bool("tie_word_embeddings", kind in GEMMA),  # Gemma ties by default
                  position_embeddings=False, norm="rmsnorm", name=name,
                  max_positions=keys.int("max_position_embeddings", None), read_note=read_note)
     if kind in GEMMA:   # GeGLU whatever the activation's name; Gemma 2 and 3 norm after each block too
-        _gelu(keys)
+        require_gelu(keys)
         shape.update(sandwich_norm=kind != "gemma")
     if kind in ("qwen2", "qwen2_moe"):  # Qwen2 puts biases on Q, K and V, and nowhere else
         shape.update(qkv_bias=True, proj_bias=False)
@@ -199,163 +185,27 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                      top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"],
                      router_bias=kind == "minimax_m2" and keys.bool("use_routing_bias", False))
     elif kind in ("qwen2_moe", "qwen3_moe"):
-        shape.update(_qwen_moe(keys, kind, layers))
+        shape.update(qwen_moe(keys, kind, layers))
     elif kind in DEEPSEEK:
-        shape.update(_deepseek(keys, kind, layers))
+        shape.update(deepseek(keys, kind, layers))
     elif kind == "gpt_oss":
         top_k = keys.int("num_experts_per_tok", None) or keys.int("experts_per_token")
         shape.update(experts=keys.int("num_local_experts"), top_k=top_k, moe_ffn=shape["ffn"], router_bias=True)
     elif kind == "llama4_text":
-        shape.update(_llama4(keys, layers, shape["ffn"]))
+        shape.update(llama4(keys, layers, shape["ffn"]))
     elif kind == "glm4_moe":
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
                      dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True,
-                     **_groups(keys))
-    shape.update(_sliding_window(keys, kind, layers))
+                     **routing_groups(keys))
+    shape.update(sliding_window(keys, kind, layers))
     if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
     return Model(**shape)
 
 
-def _refuse_other_mixers(cfg: dict, kind, source: str) -> None:
-    """A model whose layers are not all attention (a hybrid of Mamba, linear attention or convolutions)
-    would be counted as a pure transformer: refuse it, naming the keys that say so."""
-    found = [k for k in cfg if k.startswith(MIXER_PREFIXES) or k in MIXER_KEYS]
-    types = cfg.get("layer_types")
-    if isinstance(types, list):
-        found += sorted({f"layer_types {t!r}" for t in types if isinstance(t, str)
-                         and any(word in t.lower() for word in MIXER_WORDS)})
-    if found:
-        what = f"model_type {kind!r}" if kind else "this config"
-        raise PlanError(f"{source}: {what} has layers that are not attention ({', '.join(found[:4])}"
-                        f"{', ...' if len(found) > 4 else ''}: state-space, linear-attention or convolution "
-                        "mixers), which the planner does not model: it counts transformer layers only")
-
-
-def _qwen_moe(keys, kind: str, layers: int) -> dict:
-    step, dense_only = keys.int("decoder_sparse_step", 1), keys.get("mlp_only_layers", []) or []
-    if not isinstance(dense_only, list) or not all(isinstance(i, int) for i in dense_only):
-        raise PlanError(f"{keys.source}: 'mlp_only_layers' must be a list of layer numbers, got {dense_only!r}")
-    moe = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % step == 0)
-    shared = keys.int("shared_expert_intermediate_size", 0, least=0) if kind == "qwen2_moe" else 0
-    return dict(experts=keys.int("num_experts"), top_k=keys.int("num_experts_per_tok"),
-                moe_ffn=keys.int("moe_intermediate_size"), dense_layers=layers - moe,
-                shared_experts=1 if shared else 0, shared_ffn=shared or None, shared_expert_gate=bool(shared))
-
-
-def _deepseek(keys, kind: str, layers: int) -> dict:
-    nope, rope = keys.int("qk_nope_head_dim"), keys.int("qk_rope_head_dim")
-    mla = dict(q_lora_rank=keys.int("q_lora_rank", None), kv_lora_rank=keys.int("kv_lora_rank"),
-               qk_rope_dim=rope, head_dim=nope + rope, v_head_dim=keys.int("v_head_dim"))
-    experts = keys.int("n_routed_experts", 0, least=0)
-    if not experts:
-        return mla
-    if keys.int("moe_layer_freq", 1) != 1:
-        raise PlanError(f"{keys.source}: moe_layer_freq {keys.get('moe_layer_freq')} is not supported "
-                        "(the planner counts every layer after first_k_dense_replace as MoE)")
-    return dict(mla, experts=experts, top_k=keys.int("num_experts_per_tok"), moe_ffn=keys.int("moe_intermediate_size"),
-                **_groups(keys),
-                shared_experts=keys.int("n_shared_experts", 0, least=0),
-                dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers),
-                router_bias=kind != "deepseek_v2" and keys.get("topk_method") == "noaux_tc")
-
-
-def _llama4(keys, layers: int, expert_width: int) -> dict:
-    """Llama 4: routed experts and one shared expert, both ``intermediate_size`` wide, in the layers
-    ``moe_layers`` lists (HF's default: every ``interleave_moe_layer_step``-th, counting from the step's
-    last); the dense layers between them ``intermediate_size_mlp`` wide."""
-    step = keys.int("interleave_moe_layer_step", 1)
-    moe = keys.get("moe_layers", list(range(step - 1, layers, step)))
-    if not isinstance(moe, list) or not all(isinstance(i, int) and 0 <= i < layers for i in moe):
-        raise PlanError(f"{keys.source}: 'moe_layers' must be a list of layer numbers below {layers}, got {moe!r}")
-    dense = layers - len(set(moe))
-    return dict(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"), moe_ffn=expert_width,
-                shared_experts=1, dense_layers=dense,
-                ffn=keys.int("intermediate_size_mlp") if dense else expert_width)
-
-
-def _groups(keys) -> dict:
-    """Group-limited routing: ``n_group`` groups of experts, a token's from ``topk_group`` of them
-    (DeepSeek-V3: 8 and 4, a group a node; V2: 8 and 3; 1 and 1: no limit)."""
-    groups, chosen = keys.int("n_group", 1), keys.int("topk_group", 1)
-    return dict(expert_groups=groups, groups_per_token=chosen) if chosen < groups else {}
-
-
-def _gated(keys) -> bool:
-    act = keys.get("hidden_act", "silu")
-    if act in GATED_ACTS:
-        return True
-    if act in PLAIN_ACTS:
-        return False
-    raise PlanError(f"{keys.source}: hidden_act {act!r} is not one the planner knows ({', '.join(GATED_ACTS + PLAIN_ACTS)})")
-
-
-def _sliding_window(keys, kind: str, layers: int) -> dict:
-    """Which layers attend over a window only: ``layer_types`` when it lists them (gpt-oss, newer
-    configs), else the family's rule: Gemma 2 every other layer, Gemma 3 all but every
-    ``sliding_window_pattern``-th, Qwen2/3 (with ``use_sliding_window``) from ``max_window_layers`` on,
-    Mistral and Mixtral every layer.  No ``sliding_window``: none."""
-    types = keys.get("layer_types")
-    if types is not None:
-        if not isinstance(types, list) or len(types) != layers:
-            raise PlanError(f"{keys.source}: 'layer_types' must list one type for each of the {layers} layers")
-        local = sum(1 for x in types if x == "sliding_attention")
-    elif keys.get("sliding_window") is None:
-        local = 0
-    elif kind == "gemma2":
-        local = (layers + 1) // 2                      # layers 0, 2, 4, ...
-    elif kind == "gemma3_text":
-        local = layers - layers // keys.int("sliding_window_pattern", 6)
-    elif kind in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
-        local = max(0, layers - keys.int("max_window_layers", layers, least=0)) \
-            if keys.bool("use_sliding_window", False) else 0
-    elif kind in ("mistral", "mixtral"):
-        local = layers
-    else:
-        local = 0
-    return dict(sliding_window=keys.int("sliding_window"), local_layers=local) if local else {}
-
-
-def _gelu(keys) -> None:
-    """Gemma's MLP is a GeGLU: its activation must be a GELU (the gate makes it gated)."""
-    for key in ("hidden_activation", "hidden_act"):
-        act = keys.get(key)
-        if act is not None and not str(act).startswith("gelu"):
-            raise PlanError(f"{keys.source}: {key} {act!r} is not a GELU, as Gemma's gated MLP has")
-
-
 def _name_in(cfg: dict) -> str:
     inner = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
     name = cfg.get("_name_or_path") or inner.get("_name_or_path") or ""
     return name if isinstance(name, str) else ""
-
-
-class _Keys:
-    """Typed look-ups in one config dict; every failure names the key and the file."""
-
-    _MISSING = object()
-
-    def __init__(self, cfg: dict, source: str):
-        self.cfg, self.source = cfg, source
-
-    def get(self, key, default=None):
-        value = self.cfg.get(key)
-        return default if value is None else value  # JSON null means "not set"
-
-    def int(self, key, default=_MISSING, least: int = 1):
-        value = self.cfg.get(key)
-        if value is None:
-            if default is self._MISSING:
-                raise PlanError(f"{self.source} lacks {key!r} (needed for {PURPOSE.get(key, key)})")
-            return default
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise PlanError(f"{self.source}: {key!r} must be a whole number >= {least}, got {value!r}")
-        return value
-
-    def bool(self, key, default: bool) -> bool:
-        value = self.get(key, default)
-        if not isinstance(value, bool):
-            raise PlanError(f"{self.source}: {key!r} must be true or false, got {value!r}")
-        return value

@@ -1,7 +1,7 @@
 """config.json readers for the families that do not spell their shape with Llama's keys.
 
-``hf_config.model_from_hf_dict`` sends a config here by its ``model_type``; each reader takes that
-module's typed look-up (``keys.int``, ``keys.bool``, ``keys.get``, ``keys.source``) and returns a
+``hf_config.model_from_hf_dict`` sends a config here by its ``model_type``; each reader takes the
+typed look-up ``hf_keys.Keys`` (``keys.int``, ``keys.bool``, ``keys.get``, ``keys.source``) and returns a
 ``Model``.  What each reads:
 
 * gpt2: ``n_layer``, ``n_embd``, ``n_head``, ``n_inner`` (null: 4 h), ``n_positions``, ``vocab_size``;

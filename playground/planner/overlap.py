@@ -21,7 +21,7 @@ a group that holds ``per_node`` GPUs of every node (FSDP over whole nodes) share
 that many NICs, until NVLink binds first (``comm_costs.ring_crossing``, as the step-time model does).
 
 Both sides are charged at the step-time model's efficiencies (``Efficiency.gemm`` of the peak, held
-at ``costs.sustained_rate`` of it through a run; ``Efficiency.link_rate`` of the link: NVLink's
+at ``kernel_rates.sustained_rate`` of it through a run; ``Efficiency.link_rate`` of the link: NVLink's
 ``link``, the NICs' ``network``), so the thresholds
 agree with ``step_time.predict``.  A threshold
 is a break-even point, not a guarantee: the collective also needs the compute to be *available*

@@ -1,7 +1,7 @@
 """Published cuBLAS matmul rates by shape on Hopper and Blackwell: a check of eq-gemm at a step's shapes.
 
 ``gemm``, the efficiency constant, comes from the best shape of a matmul sweep (MAMF).  Does the roofline
-of eq-gemm (``costs.gemm_time``: that fraction of the peak, cut by tile quantization, or HBM traffic when
+of eq-gemm (``kernel_rates.gemm_time``: that fraction of the peak, cut by tile quantization, or HBM traffic when
 that is longer, plus a launch) hold at the shapes a training step multiplies?  OpenXLA ships the answer
 for its own cost model: ``matmul_interpolator_data.h`` holds cuBLAS's measured bf16 rate for 375 (batch,
 M, N, K) shapes from 256 to 4,096 per side on ``sm_90`` (Hopper) and ``sm_100_B200``.  Kept here: the 108
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 
-from playground.planner.costs import gemm_time
+from playground.planner.kernel_rates import gemm_time
 from playground.planner.efficiency import EFFICIENCY, Efficiency
 from playground.planner.layout import Cluster
 

@@ -15,7 +15,7 @@ set (``Efficiency.blackwell_fp8``, ``blackwell_mxfp8``):
 
 * ``te_gemm_rates``: the fraction of the dense peak the pre-quantized GEMMs reached, against what the model
   holds a GEMM of these tile-aligned shapes to (``gemm`` or ``fp8_gemm``, times what a GPU keeps of it through
-  a run: ``costs.sustained_rate``).
+  a run: ``kernel_rates.sustained_rate``).
 * ``te_cast_times``: autocast minus pre-quantized, the casts' time, against ``costs.fp8_cast_bytes``'s bytes per
   element (6 under tensor scaling, 4 under delayed or block scaling) for what the tool casts: every call's input
   and weight, at ``Efficiency.hbm`` of the part's HBM bandwidth.

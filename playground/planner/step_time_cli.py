@@ -13,7 +13,8 @@ from playground.planner.args import (cluster_from_args, efficiency_from_args, ef
                                      unstated_from_args, whole)
 from playground import hardware
 from playground.planner.architecture import DEFAULT_SEQ_LEN
-from playground.planner.capacity import DEFAULT_GLOBAL_BATCH, infer_architecture
+from playground.planner.capacity import DEFAULT_GLOBAL_BATCH
+from playground.planner.capacity_inputs import infer_architecture
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Layout
 from playground.planner.layout_search import fit_advice, gpus_that_fit, search

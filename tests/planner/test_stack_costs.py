@@ -387,8 +387,8 @@ def test_the_capacity_plan_gives_its_days_with_the_range_the_step_time_spans():
 
 
 def test_a_fused_attention_backward_recomputes_the_scores_five_matmuls_to_two():
-    from playground.planner.step_time import _layer_costs
-    cost = _layer_costs(LLAMA, H100, FSDP8, EFFICIENCY, moe=False)
+    from playground.planner.layer_costs import layer_costs
+    cost = layer_costs(LLAMA, H100, FSDP8, EFFICIENCY, moe=False)
     parts = cost["parts"]
     assert cost["backward"] == pytest.approx(parts["gemm_backward"] + 2 * parts["elementwise"]
                                              + 2.5 * parts["attention"])
@@ -534,9 +534,9 @@ def test_megatrons_unfused_loss_moves_52_bytes_a_logit_and_a_fused_one_6():
 def test_ep_overlap_hides_the_all_to_alls_behind_another_micro_batchs_compute():
     from playground.planner.costs import overlapped
     from playground.planner.published_stacks import MOE_MODEL_ZOO
-    from playground.planner.step_time import _layer_costs
+    from playground.planner.layer_costs import layer_costs
     row = MOE_MODEL_ZOO[2]                                  # DeepEP over four nodes
-    alone, paired = (_layer_costs(row.model, row.cluster, replace(row.layout, ep_overlap=o), EFFICIENCY, moe=True)
+    alone, paired = (layer_costs(row.model, row.cluster, replace(row.layout, ep_overlap=o), EFFICIENCY, moe=True)
                      for o in (False, True))
     work = alone["forward"] + alone["backward"] + alone["recompute"]
     assert paired["ep"] == pytest.approx(overlapped(alone["ep"], work, row.cluster.gpu, EFFICIENCY,
