@@ -16,6 +16,9 @@ Conventions, chosen once so that every chapter reads the table the same way:
   directions; ``nvlink_bytes_per_s`` is one direction (what a ring collective's formula uses).
 * ``network_bytes_per_s`` is one direction of the GPU's own NIC in the vendor's reference node
   (DGX/HGX: one InfiniBand/Ethernet port per GPU), i.e. the scale-out bandwidth per GPU.
+* A GB200 or GB300 NVL72 rack is one "node": its 72 GPUs share one NVLink domain (four to a compute tray,
+  each GPU with its own NIC).  A job placed in blocks of fewer GPUs a rack (Slurm's ``--segment``) says so
+  with ``Cluster.of(gpu, gpus_per_node=...)``.
 * Older and non-NVIDIA accelerators, so that published runs on them can be replayed: the V100 has
   no BF16, so its 16-bit (FP16) tensor-core peak stands in ``peak_bf16_flops``; a TPU's "node" is
   its pod (every chip of a pod is joined by the inter-chip interconnect, ICI, which plays NVLink's
@@ -120,6 +123,28 @@ _SMS = ("NVIDIA architecture whitepapers: A100 Tensor Core GPU Architecture (108
         "datasheets do not count: 'B200 enables 74 SMs per die, giving 148 SMs across the GPU' (Chips and Cheese, "
         "'Nvidia's B200: Keeping the CUDA Juggernaut Rolling', 2025, https://chipsandcheese.com)")
 
+_GB200_NVL72 = ("NVIDIA GB200 NVL72 specifications, per rack of 72 GPUs: FP16/BF16 360 PFLOPS and FP8/FP6 720 PFLOPS "
+                "with sparsity (dense: 2,500 and 5,000 TFLOPS a GPU), HBM3e 13.4 TB at 576 TB/s (186 GB and 8 TB/s a "
+                "GPU), NVLink 130 TB/s (1.8 TB/s a GPU, as NVLink 5 gives every Blackwell), one NVLink domain, https://www.nvidia.com/en-us/data-center/"
+                "gb200-nvl72/; the GPU configured at 1,200 W there (NVIDIA Blackwell architecture technical brief, as "
+                "tabulated at https://glennklockwood.com/garden/processors/B200)")
+_DGX_GB200 = ("NVIDIA DGX GB200 datasheet: 72x OSFP single-port ConnectX-7 VPI with 400 Gb/s InfiniBand per rack, one "
+              "per GPU, https://www.nvidia.com/en-us/data-center/dgx-gb200/")
+_GB300_NVL72 = ("NVIDIA GB300 NVL72 specifications, per rack of 72 Blackwell Ultra GPUs: FP8 360 PFLOPS dense (5,000 "
+                "TFLOPS a GPU; BF16 half of it), HBM3e 20 TB at 576 TB/s (288 GB a Blackwell Ultra GPU, 8 TB/s), NVLink 130 TB/s (1.8 TB/s a GPU), "
+                "72 ConnectX-8 NICs, https://www.nvidia.com/en-us/data-center/gb300-nvl72/; each compute tray's four "
+                "GPUs have four ConnectX-8 (800 Gb/s each), https://docs.nvidia.com/enterprise-reference-architectures/"
+                "nvl72-ai-factory/latest/components.html")
+_HGX_B300 = ("NVIDIA HGX B300 (8 Blackwell Ultra GPUs): FP16/BF16 36 PFLOPS and FP8 72 PFLOPS with sparsity, up to "
+             "2.3 TB HBM3e (288 GB a GPU) at up to 8 TB/s a GPU, NVLink 1.8 TB/s per GPU, one 800 Gb/s ConnectX-8 "
+             "SuperNIC per GPU, https://www.nvidia.com/en-us/data-center/hgx/ and https://www.nvidia.com/en-us/"
+             "data-center/dgx-b300/")
+_BLACKWELL_ULTRA = ("Blackwell Ultra's board power and SMs: B300 1.1 kW, GB300 1.4 kW (Verda, 'NVIDIA GB300 NVL72: GPU "
+                    "Architecture & Performance', https://verda.com/blog/gb300-nvl72-architecture); 160 SMs (NVIDIA "
+                    "technical blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era', 2025, "
+                    "https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era/); "
+                    "the GB200's GPU taken as the B200's 148 SMs (the same Blackwell GPU, at 1,200 W)")
+
 _V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
                    "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
                    "technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf")
@@ -135,6 +160,13 @@ _TPU_V4 = ("Google Cloud TPU v4 documentation: 275 TFLOPS (bf16) per chip, HBM2 
 _TPU_DCN = ("assumed: Google publishes no per-chip data-centre-network figure for TPU v3/v4, and within a pod "
             "all chip-to-chip traffic rides ICI, so the ICI figure stands in (optimistic across pods); "
             "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm")
+
+def _one_sheet(sheet: str, **others: str) -> dict:
+    """Sources for a part whose one specification sheet gives every datasheet figure; ``others`` names the rest."""
+    fields = ("peak_bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_bidirectional_bytes_per_s",
+              "network_bytes_per_s", "gpus_per_node", "peak_fp8_flops", "tdp_w")
+    return {**dict.fromkeys(fields, sheet), **others}
+
 
 _TABLE = (
     GPU("A100-40GB", 312 * TFLOPS, 40 * GB, 1555 * GB, 600 * GB, 200 * GBIT, 8,
@@ -188,6 +220,18 @@ _TABLE = (
         aliases=("b200-sxm", "hgx-b200", "dgx-b200"),
         architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
         tdp_w=1000, sms=148),
+    GPU("GB200", 360000 / 72 / 2 * TFLOPS, 186 * GB, 576 * TB / 72, 1800 * GB, 400 * GBIT, 72,
+        sources=_one_sheet(_GB200_NVL72, network_bytes_per_s=_DGX_GB200, sms=_BLACKWELL_ULTRA),
+        aliases=("gb200-nvl72", "gb200 nvl72", "dgx-gb200"),
+        architecture="blackwell", peak_fp8_flops=720000 / 72 / 2 * TFLOPS, tdp_w=1200, sms=148),
+    GPU("B300", 36000 / 8 / 2 * TFLOPS, 288 * GB, 8 * TB, 1800 * GB, 800 * GBIT, 8,
+        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_ULTRA, sms=_BLACKWELL_ULTRA),
+        aliases=("b300-sxm", "hgx-b300", "dgx-b300", "blackwell-ultra"),
+        architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, tdp_w=1100, sms=160),
+    GPU("GB300", 360000 / 72 / 2 * TFLOPS, 288 * GB, 576 * TB / 72, 1800 * GB, 800 * GBIT, 72,
+        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_ULTRA, sms=_BLACKWELL_ULTRA),
+        aliases=("gb300-nvl72", "gb300 nvl72", "dgx-gb300"),
+        architecture="blackwell", peak_fp8_flops=360000 / 72 * TFLOPS, tdp_w=1400, sms=160),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
         sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,

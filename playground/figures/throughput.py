@@ -162,7 +162,7 @@ def heldout_figure():
     for color, label in ((COLORS[2], "dense"), (COLORS[3], "MoE"), ("white", "does not fit as read")):
         ax.scatter([], [], color=color, edgecolors="0.3" if color == "white" else color, label=label)
     names = [f"{r['source'].replace('Megatron-', '').replace('NeMo ', '')}: "
-             f"{r['name'].removesuffix(', 26.04.01').removesuffix(', 25.09')}" for r in rows]
+             f"{r['name'].removesuffix(', 26.04.01').removesuffix(', 26.06').removesuffix(', 25.09')}" for r in rows]
     ax.set_yticks(range(len(rows)), [n if len(n) < 62 else n[:60] + "…" for n in names], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")

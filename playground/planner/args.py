@@ -90,7 +90,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     h.add_argument("--gpu", default="H100", help=f"GPU type (default: H100): {', '.join(hardware.gpu_names())}")
     h.add_argument("--gpus", metavar="N", help="GPUs in the job, needed for days, DP and a step-time "
                    "prediction (default: none)")
-    h.add_argument("--gpus-per-node", metavar="N", help="GPUs joined by NVLink (default: the GPU's node, 8)")
+    h.add_argument("--gpus-per-node", metavar="N", help="GPUs joined by NVLink (default: the GPU's node: 8, or a GB200 "
+                   "or GB300 NVL72 rack's 72; give 64 for a job placed in blocks of 64 of a rack's GPUs, as "
+                   "Megatron-Bridge's launcher places 64- and 256-GPU jobs, so that a group of 64 rides NVLink)")
     h.add_argument("--nvlink-gbs", metavar="GB/s", help="NVLink bandwidth per GPU, one direction "
                    "(default: the hardware table's)")
     h.add_argument("--network-gbs", metavar="GB/s", help="network bandwidth per GPU, one direction: a node's "

@@ -9,8 +9,9 @@ runs force-balance the tokens over the experts and drop none.
 
 The DGX-B200 rows were replayed, as read, before anything in the model was changed for them: the
 first Blackwell runs of the validation.  ``FP8-MX`` (MXFP8, Blackwell's 32-element block scaling) is
-taken as the model's FP8 GEMMs and casts.  The GB200 and GB300 rows are left out: the hardware table
-has no NVL72 rack (72 GPUs on one NVLink domain).
+taken as the model's FP8 GEMMs and casts.  The GB200 and GB300 rows are left out: when this table was read
+the hardware table had no NVL72 rack (72 GPUs on one NVLink domain).  It has since (``nvl72_block`` places a job
+on one as Megatron-Bridge's launcher does), and 26.06's rack runs are held out in ``published_bridge_2606``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from playground.planner.published_zoo import QWEN3_235B
 __all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "Recipe", "SELECTIVE_MLA_UP", "SELECTIVE_MLA_UP_MLP",
            "SELECTIVE_NORM_MOE_ACT", "TP_OVERLAP", "TP_OVERLAP_READ", "DSV3_B200_READ", "HYBRID_EP", "NONE_PRICED",
            "GPT_OSS_120B",
-           "GPT_OSS_NOTE", "bridge_row",
+           "GPT_OSS_NOTE", "bridge_row", "nvl72_block",
            "archive_row"]
 
 _BRIDGE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/00b7660be0254ac6f95f44164ddd0c3e9cc798ed/docs/"
@@ -77,6 +78,20 @@ HYBRID_EP = ("HybridEP (the flex dispatcher): a token sent once to each node it 
              "after an all-gather of the routing maps; no recompute, the all-to-alls not overlapped")
 
 
+_SYSTEMS = {"H100": "DGX-H100", "B200": "DGX-B200", "B300": "DGX-B300", "GB200": "DGX-GB200", "GB300": "DGX-GB300"}
+
+
+def nvl72_block(gpus: int) -> int:
+    """The GPUs of a job that share an NVLink domain when Megatron-Bridge's Slurm launcher places it on NVL72 racks:
+    four GPUs to a node (a compute tray), the job's nodes kept in segments of the largest divisor of their count up to
+    18, a rack's trays (``--segment``; scripts/performance/utils/executors.py, v0.5.0).  8 GPUs: one block of 2 trays;
+    64 and 256: blocks of 16 trays, 64 GPUs."""
+    trays = gpus // 4
+    if trays <= 18:
+        return gpus
+    return 4 * next(segment for segment in range(18, 0, -1) if trays % segment == 0)
+
+
 def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source=_BRIDGE,
                stack="Megatron-Bridge", recipe: Recipe | None = None):
     """One row of a Megatron-Bridge performance table (``source``: the page and release read), with the
@@ -87,7 +102,7 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
                      **(dict(fp8_scaling="block") if "FP8-MX" in name else {}))
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ()) + (("moe_launch",) if model.is_moe else ())
-    system = {"H100": "DGX-H100", "B200": "DGX-B200"}[gpu]
+    system = _SYSTEMS[gpu]
     precision = ("BF16" if layout.dtype == "bf16" else "FP8-MX (MXFP8 block scaling)" if "FP8-MX" in name
                  else "FP8-CS (current scaling)")
     routing = _TOKEN_DROP if "tokendrop" in name else _DROPLESS
@@ -96,7 +111,8 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     return PublishedStackRun(name, stack + ("" if gpu == "H100" else f", {system}"), source + system,
                              gpu, model, layout, unstated, tokens_per_s_per_gpu=tps, tflops_per_gpu=tflops,
                              flop_count="model", note="; ".join(notes), memory_misfit=misfit,
-                             cite="nvidia2025megatronbridge")
+                             cite="nvidia2025megatronbridge",
+                             gpus_per_node=nvl72_block(layout.gpus) if gpu.startswith("GB") else None)
 
 
 _ARCHIVE = ("https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/067f987df03b8355b03192d88d70f1709fedf51a/docs/"

@@ -10,8 +10,8 @@ not read: those of v0.4.0 and v0.4.1 (the 26.04 release) do not all match the ta
 is PP 16 EP 8 there, PP 8 VP 2 EP 32 here).  v0.4.2 is the 26.04.01 release (its docs/versions1.json), and
 its recipes, read later, hold every row's layout (below).  ``FP8`` on the H100s is read as current scaling (the
 H100 recipes are ``..._h100_fp8cs_config``), ``MXFP8`` on the B200s as the model's FP8.  Left out: the
-GB200, GB300 and B300 rows (no NVL72 rack and no B300 in the hardware table) and the Nemotron 3 runs (hybrid
-Mamba layers, no ``Model`` for them).
+GB200, GB300 and B300 rows (no NVL72 rack and no B300 in the hardware table when this table was read; not added
+since) and the Nemotron 3 runs (hybrid Mamba layers, no ``Model`` for them).
 
 These nine rows were read after everything else in the validation and replayed before anything in the
 model was changed for them: the held-out check.  First replay, predicted / published tokens/s (the range

@@ -44,10 +44,12 @@ class PublishedStackRun:
     cite: str = ""               # BibTeX key in references.bib (proposed where not yet there)
     power_limit_w: float | None = None  # a board power limit the source states, below the GPU's TDP
     network_bytes_per_s: float | None = None  # the source's network, one direction a GPU (None: the hardware table's)
+    gpus_per_node: int | None = None  # the NVLink block the job was placed in (None: the hardware table's node)
 
     @property
     def cluster(self) -> Cluster:
-        return Cluster.of(self.gpu, power_limit_w=self.power_limit_w, network_bytes_per_s=self.network_bytes_per_s)
+        return Cluster.of(self.gpu, gpus_per_node=self.gpus_per_node, power_limit_w=self.power_limit_w,
+                          network_bytes_per_s=self.network_bytes_per_s)
 
 
 def node_network(gbits_per_s: float, gpus_per_node: int = 8) -> float:

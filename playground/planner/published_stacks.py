@@ -35,12 +35,13 @@ from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE
 from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
 from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
+from playground.planner.published_bridge_2606 import MEGATRON_BRIDGE_2606
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
 from playground.planner.published_row import PublishedStackRun, llama31, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200",
-           "MEGATRON_BRIDGE_2604", "AUTOMODEL_2604", "BRIDGE_EP_OVERLAP_AB", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
+           "MEGATRON_BRIDGE_2604", "MEGATRON_BRIDGE_2606", "AUTOMODEL_2604", "BRIDGE_EP_OVERLAP_AB", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
            "HELD_OUT_FIRST_REPLAY", "MOE_MODEL_ZOO",
            "ZERO3_TABLE2", "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
@@ -236,10 +237,11 @@ OPT_175B = PublishedStackRun(
 
 # the held-out sets: read after everything else and replayed before anything in the model was changed
 # for them (each module's docstring records that first replay); the check holds them within +-25%
-HELD_OUT = {"Megatron-Bridge 26.04.01": MEGATRON_BRIDGE_2604, "NeMo AutoModel 2026-04": AUTOMODEL_2604}
+HELD_OUT = {"Megatron-Bridge 26.04.01": MEGATRON_BRIDGE_2604, "NeMo AutoModel 2026-04": AUTOMODEL_2604,
+            "Megatron-Bridge 26.06": MEGATRON_BRIDGE_2606}
 HELD_OUT_BAND = 0.25
 # each held-out run's predicted / published throughput at its first replay, before anything in the model was
-# changed for it (recorded then in published_bridge_2604's and published_automodel's notes)
+# changed for it (recorded then in published_bridge_2604's, published_automodel's and published_bridge_2606's notes)
 HELD_OUT_FIRST_REPLAY = {
     "LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS, 26.04.01": 0.86,
     "LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS, 26.04.01": 0.87,
@@ -251,6 +253,24 @@ HELD_OUT_FIRST_REPLAY = {
     "Qwen3_30B_a3B, 8 B200, EP 8, FP8-MX, 26.04.01": 1.28,
     "Qwen3_235B_a22B, 256 B200, PP 8 EP 8, FP8-MX, 26.04.01": 1.69,
     "Llama 3.1 70B, FSDP 32 CP 2, 8K, 64 H100": 1.02,
+    "LLAMA3.1_405B, 256 GB300, TP 4 PP 8 VP 4, FP8-CS, 26.06": 0.8148,
+    "LLAMA3.1_405B, 256 GB300, TP 2 PP 8 CP 2 VP 4, FP8-MX, 26.06": 0.9647,
+    "LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 4, FP8-CS, 26.06": 1.0052,
+    "LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 8, FP8-MX, 26.06": 1.0575,
+    "LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS, 26.06": 0.8272,
+    "DeepSeekV3, 256 GB300, PP 2 VP 8 EP 32, FP8-MX, 26.06": 0.7108,
+    "DeepSeekV3, 256 GB300, PP 2 VP 8 EP 32, FP8-MX, GBS 15360, 26.06": 0.7058,
+    "DeepSeekV3, 256 GB200, PP 4 VP 4 EP 64, FP8-MX, 26.06": 0.8273,
+    "DeepSeekV3, 256 B300, PP 8 EP 8, FP8-MX, 26.06": 1.1428,
+    "GPT OSS 120B, 64 GB300, EP 16, FP8-MX, 26.06": 0.8827,
+    "GPT OSS 120B, 64 GB200, EP 64, FP8-MX, 26.06": 0.9153,
+    "GPT OSS 120B, 64 B300, EP 8, FP8-MX, 26.06": 1.3481,
+    "Qwen3_30B_a3B, 8 GB300, EP 8, FP8-MX, 26.06": 0.7527,
+    "Qwen3_30B_a3B, 8 GB200, EP 8, FP8-MX, 26.06": 0.7853,
+    "Qwen3_30B_a3B, 8 B300, EP 8, FP8-MX, 26.06": 0.7998,
+    "Qwen3_30B_a3B, 16 H100, EP 16, FP8-CS, 26.06": 0.7967,
+    "Qwen3_235B_a22B, 256 GB300, PP 4 VP 12 EP 32, FP8-MX, 26.06": 0.7060,
+    "Qwen3_235B_a22B, 256 GB200, PP 8 VP 3 EP 32, FP8-MX, 26.06": 0.7289,
 }
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \

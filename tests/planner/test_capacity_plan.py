@@ -26,8 +26,8 @@ NUMERIC = ("peak_bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_bidirectio
 
 # ----------------------------------------------------------------------------- hardware table
 def test_every_hardware_number_has_a_source():
-    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H100-96GB", "H800", "H200", "B200", "V100",
-                                    "TPUv3", "TPUv4"]
+    assert hardware.gpu_names() == ["A100-40GB", "A100-80GB", "H100", "H100-96GB", "H800", "H200", "B200", "GB200",
+                                    "B300", "GB300", "V100", "TPUv3", "TPUv4"]
     for g in hardware.all_gpus():
         for name in NUMERIC:
             assert getattr(g, name) > 0
@@ -43,6 +43,21 @@ def test_memory_is_what_the_framework_sees_and_fp8_is_dense():
     assert h100.peak_fp8_flops == 2 * h100.peak_bf16_flops and a100.peak_fp8_flops is None
     assert hardware.gpu("H800").peak_bf16_flops == h100.peak_bf16_flops
     assert hardware.gpu("H800").nvlink_bytes_per_s == 200e9  # 400 GB/s both directions
+
+
+def test_an_nvl72_rack_is_one_nvlink_domain_and_its_gpus_run_at_their_own_power():
+    """GB200 and GB300 NVL72: 72 GPUs on one NVLink domain, each with its own NIC; the GB200's GPU at 1,200 W peaks
+    higher than the HGX B200's at 1,000 W; Blackwell Ultra (B300) keeps the B200's BF16 and FP8 peaks, with 288 GB
+    and an 800 Gb/s NIC a GPU."""
+    b200, gb200, b300, gb300 = (hardware.gpu(n) for n in ("B200", "GB200 NVL72", "dgx-b300", "GB300"))
+    assert gb200.gpus_per_node == gb300.gpus_per_node == 72 and b300.gpus_per_node == 8
+    assert gb200.peak_bf16_flops == 2.5e15 > b200.peak_bf16_flops == b300.peak_bf16_flops == 2.25e15
+    for g in (gb200, b300, gb300):
+        assert g.peak_fp8_flops == 2 * g.peak_bf16_flops and g.architecture == "blackwell"
+        assert g.nvlink_bytes_per_s == b200.nvlink_bytes_per_s
+    assert b300.hbm_bytes == gb300.hbm_bytes == 288e9 and gb200.hbm_bytes == 186e9
+    assert b300.network_bytes_per_s == gb300.network_bytes_per_s == 2 * gb200.network_bytes_per_s == 100e9
+    assert (b200.tdp_w, gb200.tdp_w, b300.tdp_w, gb300.tdp_w) == (1000, 1200, 1100, 1400)
 
 
 def test_gpu_lookup_is_forgiving_about_spelling_and_strict_about_names():
@@ -243,7 +258,8 @@ def test_an_fp8_plan_is_held_to_fp8_runs_against_the_fp8_peak():
     sourced FP8 rate, but above them with FP8 GEMMs claimed at DeepGEMM's best (0.78 of the peak, as a
     results file might measure) and fast accumulation in the backward too."""
     fp8 = mfu_ceiling(hardware.gpu("H100"), "fp8")
-    assert fp8["mfu"] == max(r["mfu"] for r in published_mfus() if r["dtype"] == "fp8")
+    assert fp8["mfu"] == max(r["mfu"] for r in published_mfus()
+                             if r["dtype"] == "fp8" and hardware.gpu(r["gpu"]).architecture == "hopper")
     assert fp8["scope"] == "on Hopper GPUs" and 0.4 < fp8["mfu"] < 0.45
     within = cp.plan(model="llama3-8b", gpus=64, tokens=1e12, tp=2, dtype="fp8")
     sourced = cp.plan(model="llama3-8b", gpus=64, tokens=1e12, tp=1, dtype="fp8")
@@ -252,7 +268,7 @@ def test_an_fp8_plan_is_held_to_fp8_runs_against_the_fp8_peak():
     assert not [w for w in sourced["warnings"] if w.startswith("MFU")]
     assert within["mfu"] > 0.6 and not [w for w in within["warnings"] if w.startswith("MFU")]
     [line] = [w for w in above["warnings"] if w.startswith("MFU")]
-    assert "of the FP8 peak" in line and "68 published FP8 runs on Hopper GPUs" in line
+    assert "of the FP8 peak" in line and "70 published FP8 runs on Hopper GPUs" in line
 
 
 def test_a_bf16_plan_of_10000_gpus_is_held_to_the_highest_mfu_published_at_that_scale():

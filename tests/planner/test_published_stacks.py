@@ -100,18 +100,20 @@ def test_layouts_fit_the_memory_model_or_say_why_not(compared):
 
 
 def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(compared):
-    """Eight published runs (Nemotron-4 340B on 128 H100s thrice, gpt-oss 120B on 64 B200s at EP 8 with
+    """Nine published runs (Nemotron-4 340B on 128 H100s thrice, gpt-oss 120B on 64 B200s at EP 8 with
     nothing recomputed, as Megatron-Bridge 25.11's recipe ran it, three of llm-foundry's MPT runs, each at
     the largest micro-batch its table found to fit, its checkpointed layers' inputs kept on autocast's
-    fp32 stream, and fms-fsdp's compiled 70B on H100s, 71% of its blocks recomputed as its counters read)
+    fp32 stream, fms-fsdp's compiled 70B on H100s, 71% of its blocks recomputed as its counters read, and
+    Llama 3.1 405B on 256 GB300s at TP 2 CP 2 with nothing recomputed, as Megatron-Bridge 26.06's recipe runs it)
     count past the usable memory but inside the GPU's: each ran, so the planner says they fit, only
     tightly.  The MoE runs that once joined them (gpt-oss on AutoModel, Qwen3-30B-A3B on B200s,
     DeepSeek-V3 on 1,024 H100s) left once a MoE layer kept what Megatron-Core v0.13 keeps."""
     from playground.planner.replay import tight_runs
     tight = sorted(row.name for row, prediction, *_ in compared if prediction["memory"]["tight"])
     assert sorted(tight_runs()) == tight   # what chapter 5 prints: the Megatron-era rows add none
-    assert len(tight) == 8 and sum("340B" in n for n in tight) == 3 and sum(n.startswith("MPT-") for n in tight) == 3
+    assert len(tight) == 9 and sum("340B" in n for n in tight) == 3 and sum(n.startswith("MPT-") for n in tight) == 3
     assert [n for n in tight if "B200" in n] == ["GPT OSS 120B, 64 B200, EP 8, BF16"]
+    assert [n for n in tight if "GB300" in n] == ["LLAMA3.1_405B, 256 GB300, TP 2 PP 8 CP 2 VP 4, FP8-MX, 26.06"]
 
 
 def test_each_fp8_row_is_priced_at_the_scaling_its_stack_ran():
@@ -223,7 +225,7 @@ def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_amp
     assert correlation["tensor_core"] > 0.4 > max(abs(correlation[k]) for k in ("elementwise", "logits"))
     assert hopper["correlation"]["exposed"] < 0 and 1.05 < hopper["tensor_core_factor"] < 1.15
     assert ampere["correlation"]["tensor_core"] < 0 < ampere["correlation"]["exposed"]
-    assert len(hopper["rows"]) == 107 and len(ampere["rows"]) == 49
+    assert len(hopper["rows"]) == 108 and len(ampere["rows"]) == 49
 
 
 def test_megatron_lms_weak_scaling_rows_reproduce_the_sizes_and_mfu_its_table_prints():
@@ -296,29 +298,35 @@ def test_bridge_rows_run_as_the_recipes_that_hold_their_layouts_and_say_so():
 def test_the_held_out_check_counts_what_the_issue_holds_it_to():
     """The held-out runs are held within +-25% and to fitting as read; the benchmark reports what the
     check counts from the same replay as the visible rows, and each held-out run is one of those rows.
-    What chapter 6 says of the replay holds: every dense held-out run within +-20%, the misses MoE."""
+    What chapter 6 says of the replay holds: every dense held-out run within +-20%, the misses MoE, and every
+    MoE run replayed from a whole-iteration CUDA graph (26.06's on GB200s, GB300s and B300s) within +-20% too."""
     from playground.bench.throughput import per_stack
     from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND, STACK_RUNS
     from playground.planner.replay import held_out_table
     held = held_out_table()
     summary, rows = held["summary"], held["rows"]
     runs = [run for group in HELD_OUT.values() for run in group]
-    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 10 and set(runs) <= set(STACK_RUNS)
+    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 28 and set(runs) <= set(STACK_RUNS)
     assert per_stack()["held_out"] == summary and all("(held out)" in run.stack for run in runs)
     dense = [r for r in rows if not r["moe"]]
-    assert len(dense) == 3 and all(abs(r["ratio"] - 1) <= 0.20 for r in dense)
+    assert len(dense) == 8 and all(abs(r["ratio"] - 1) <= 0.20 for r in dense)
     assert all(r["moe"] for r in rows if abs(r["ratio"] - 1) > HELD_OUT_BAND)
+    graphed = {run.name for run in runs if run.model.is_moe and run.layout.moe_launch == "graphed"}
+    assert len(graphed) == 10 and all(abs(r["ratio"] - 1) <= 0.20 for r in rows if r["name"] in graphed)
 
 
-def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omits():
-    """Judged as read, every held-out run fits, and with the settings its table leaves unstated too:
-    DeepSeek-V3 on B200s, which found no room while the memory model kept each expert's output (as a
-    combine that weights the outputs does), fits with its recipe's recompute once a MoE layer keeps what
-    Megatron-Core v0.13 and later keep."""
+def test_every_held_out_run_is_judged_to_fit_with_what_its_table_omits_and_all_but_two_as_read():
+    """Every held-out run fits once the settings its table leaves unstated may take any value, and all but two as
+    read: Llama 3.1 405B on 256 GB200s at PP 16, no recompute in its recipe, keeps more in-flight activations than
+    a GB200's 186 GB hold in the memory model.  DeepSeek-V3 on B200s, which found no room while the memory model
+    kept each expert's output (as a combine that weights the outputs does), fits with its recipe's recompute once a
+    MoE layer keeps what Megatron-Core v0.13 and later keep."""
     from playground.planner.published_stacks import HELD_OUT
     from playground.planner.replay import held_out_table
     held = held_out_table()
-    assert held["summary"]["judged_to_fit"] == held["summary"]["fit_as_unstated"] == len(held["rows"]) == 10
+    assert held["summary"]["fit_as_unstated"] == len(held["rows"]) == 28 and held["summary"]["judged_to_fit"] == 26
+    assert {r["name"] for r in held["rows"] if not r["fits"]} == {
+        "LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 4, FP8-CS, 26.06", "LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 8, FP8-MX, 26.06"}
     dsv3 = next(run for runs in HELD_OUT.values() for run in runs if run.name.startswith("DeepSeekV3"))
     assert dsv3.layout.moe_probs == "activation" and dsv3.layout.selective_modules == ("mla_up_proj", "mlp")
     kept = predict(dsv3.model, dsv3.cluster, replace(dsv3.layout, moe_probs="combine"))["memory"]
@@ -333,7 +341,28 @@ def test_every_held_out_run_keeps_its_first_replay_beside_todays():
     assert set(HELD_OUT_FIRST_REPLAY) == {run.name for runs in HELD_OUT.values() for run in runs}
     held = held_out_table()
     assert all(r["first_replay"] == HELD_OUT_FIRST_REPLAY[r["name"]] for r in held["rows"])
-    assert held["summary"]["first_within_band"] == 5
+    assert held["summary"]["first_within_band"] == 5 + 13   # 26.04.01 and AutoModel's, then 26.06's
+
+
+def test_the_26_06_runs_take_their_recipes_and_their_racks_as_the_launcher_places_them():
+    """Each 26.06 row takes what its v0.5.0 recipe sets, read after the first replay: the MXFP8 MoE runs on GB200s and
+    GB300s (and Qwen3-30B-A3B on B300s) HybridEP overlapped and the whole iteration CUDA-graphed, the other B300 runs
+    HybridEP with the experts launched from the host, the dense runs TP communication overlapped.  An NVL72 job
+    shares NVLink in the blocks Megatron-Bridge's launcher places it in: 8 GPUs whole, 64 and 256 in blocks of 64."""
+    from playground.planner.published_bridge import nvl72_block
+    from playground.planner.published_bridge_2606 import MEGATRON_BRIDGE_2606
+    assert [nvl72_block(n) for n in (8, 64, 72, 256, 288)] == [8, 64, 72, 64, 72]
+    for run in MEGATRON_BRIDGE_2606:
+        assert "Megatron-Bridge v0.5.0's performance recipe" in run.note and run.layout.grad_reduce == "bf16"
+        assert run.cluster.gpus_per_node == (min(run.layout.gpus, 64) if run.gpu.startswith("GB") else 8)
+        rack = run.gpu.startswith("GB") or (run.gpu == "B300" and run.name.startswith("Qwen3_30B"))
+        if not run.model.is_moe:
+            assert run.layout.tp_overlap == "all"
+        elif run.gpu == "H100":
+            assert run.layout.ep_dispatch == "hybridep" and run.layout.moe_launch == "grouped"
+        else:
+            assert run.layout.ep_dispatch == "hybridep" and run.layout.ep_overlap == rack
+            assert run.layout.moe_launch == ("graphed" if rack else "grouped")
 
 
 def test_megatrons_ep_overlap_hides_the_share_of_its_all_to_alls_nsight_measured():
