@@ -12,7 +12,7 @@ number of virtual stages, no recompute policy, no micro-batch size), and every e
 
 and reports the nominal prediction with the range those span: ``step_time_range_s``,
 ``tokens_per_s_range`` and ``mfu_range``, and the ``caveats`` the validation gives for a run of its
-kind (``validation_caveats``: a mixture of experts, a sequence beyond 64K tokens, ZeRO-3/FSDP on
+kind (``validation_caveats``: a mixture of experts launched from the host or replayed from a CUDA graph, a sequence beyond 64K tokens, ZeRO-3/FSDP on
 Hopper GPUs at full power, a dense model on Hopper GPUs, one kept whole on each GPU, TP traffic
 under Transformer Engine's overlap; each while its published runs replay slower than predicted, by
 over a tenth at the median).  ``tornado`` moves one factor at a time from the nominal prediction,
@@ -177,8 +177,18 @@ def _te_tp_overlap(model: Model, cluster: Cluster | None, layout: Layout | None)
     return layout is not None and layout.tp > 1 and layout.tp_overlap == "all"
 
 
-# the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason
-_KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
+def _moe_launched(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
+    return model.is_moe and (layout is None or layout.moe_launch != "graphed")
+
+
+def _moe_graphed(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
+    return model.is_moe and layout is not None and layout.moe_launch == "graphed"
+
+
+# the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason; a MoE is two kinds,
+# by whether the host launches its layers' kernels, for the runs that replay from a CUDA graph land near the model
+
+_KINDS = (("a mixture of experts launched from the host", _moe_launched,
            "a MoE layer's host work is priced only as a floor measured for eager PyTorch on one H200 (--moe-launch: "
            f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
            f"{EFFICIENCY.host_kernel_s * 1e6:.0f} us each), and launching "
@@ -187,8 +197,12 @@ _KINDS = (("a mixture of experts", lambda m, c, l: m.is_moe,
            "expert-by-expert biases are priced as their stacks' code runs them, but your stack's own launch cost is "
            "not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
            "ran twice as fast token-drop in 25.09 as dropless in 25.11, same layouts; read the time as optimistic, "
-           "even if your stack groups its experts' GEMMs, dispatches with DeepEP or HybridEP or graphs the layer: "
-           "Megatron-Bridge's runs that did, read as their recipes ran them, ran slower than predicted too"),
+           "even if your stack groups its experts' GEMMs or dispatches with DeepEP or HybridEP: Megatron-Bridge's "
+           "runs that did, read as their recipes ran them, ran slower than predicted too, unless the whole "
+           "iteration was one CUDA graph (--moe-launch graphed)"),
+          ("a mixture of experts replayed from a CUDA graph", _moe_graphed,
+           "the runs whose recipes replay the iteration from CUDA graphs, nothing launched from the host, ran slower "
+           "than predicted by more than a tenth at the median"),
           ("a sequence beyond 64K tokens", lambda m, c, l: m.seq_len > 65536,
            "what long-context attention loses beyond its kernel's rate and the CP ring's messages and merges is not modelled"),
           ("ZeRO-3 / FSDP on Hopper GPUs at their full power", _full_power_fsdp_on_hopper,

@@ -83,17 +83,21 @@ def test_the_command_line_reports_the_range_in_text_and_json():
 
 
 def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_the_live_ratios():
-    """The report's caveats are computed from the published rows, not quoted: a mixture of experts and
-    a sequence beyond 64K get one line each while their rows replay optimistic by over a tenth at the
-    median; FSDP on full-power Hoppers, whose rows now replay within that, gets none; nor does a dense
-    8K model."""
+    """The report's caveats are computed from the published rows, not quoted: a mixture of experts launched from
+    the host and a sequence beyond 64K get one line each while their rows replay optimistic by over a tenth at the
+    median; a mixture of experts replayed from a CUDA graph, whose rows land near the model, gets none; FSDP on
+    full-power Hoppers, whose rows now replay within that, gets none; nor does a dense 8K model."""
     from playground.planner import preset
     from playground.planner.published_row import published_metric
     from playground.planner.published_stacks import STACK_RUNS
     from playground.planner.step_range import CAVEAT_MEDIAN, validation_caveats
-    moe = sorted(published_metric(r, predict(r.model, r.cluster, r.layout))[3] for r in STACK_RUNS if r.model.is_moe)
-    assert statistics.median(moe) > CAVEAT_MEDIAN
-    [line] = validation_caveats(preset("mixtral-8x7b"))
+    ratios = {launch: sorted(published_metric(r, predict(r.model, r.cluster, r.layout))[3] for r in STACK_RUNS
+                             if r.model.is_moe and (r.layout.moe_launch == "graphed") == launch) for launch in (False, True)}
+    moe, graphed = ratios[False], ratios[True]
+    assert statistics.median(moe) > CAVEAT_MEDIAN > statistics.median(graphed) and len(graphed) >= 10
+    mixtral, h100 = preset("mixtral-8x7b"), Cluster.of("H100")
+    assert validation_caveats(mixtral, h100, Layout.today(1, 1, 8, ep=8, global_batch=64, moe_launch="graphed")) == []
+    [line] = validation_caveats(mixtral)
     slower = sum(r > 1 for r in moe)
     assert f"{slower} of {len(moe)} published runs" in line and f"{moe[0]:.2f}-{moe[-1]:.2f}x" in line
     assert f"{statistics.median(moe):.2f}x at the median" in line
