@@ -139,7 +139,7 @@ _HGX_B300 = ("NVIDIA HGX B300 (8 Blackwell Ultra GPUs): FP16/BF16 36 PFLOPS and 
              "2.3 TB HBM3e (288 GB a GPU) at up to 8 TB/s a GPU, NVLink 1.8 TB/s per GPU, one 800 Gb/s ConnectX-8 "
              "SuperNIC per GPU, https://www.nvidia.com/en-us/data-center/hgx/ and https://www.nvidia.com/en-us/"
              "data-center/dgx-b300/")
-_BLACKWELL_ULTRA = ("Blackwell Ultra's board power and SMs: B300 1.1 kW, GB300 1.4 kW (Verda, 'NVIDIA GB300 NVL72: GPU "
+_BLACKWELL_BOARDS = ("Blackwell Ultra's board power and SMs: B300 1.1 kW, GB300 1.4 kW (Verda, 'NVIDIA GB300 NVL72: GPU "
                     "Architecture & Performance', https://verda.com/blog/gb300-nvl72-architecture); 160 SMs (NVIDIA "
                     "technical blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era', 2025, "
                     "https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era/); "
@@ -221,15 +221,15 @@ _TABLE = (
         architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
         tdp_w=1000, sms=148),
     GPU("GB200", 360000 / 72 / 2 * TFLOPS, 186 * GB, 576 * TB / 72, 1800 * GB, 400 * GBIT, 72,
-        sources=_one_sheet(_GB200_NVL72, network_bytes_per_s=_DGX_GB200, sms=_BLACKWELL_ULTRA),
+        sources=_one_sheet(_GB200_NVL72, network_bytes_per_s=_DGX_GB200, sms=_BLACKWELL_BOARDS),
         aliases=("gb200-nvl72", "gb200 nvl72", "dgx-gb200"),
         architecture="blackwell", peak_fp8_flops=720000 / 72 / 2 * TFLOPS, tdp_w=1200, sms=148),
     GPU("B300", 36000 / 8 / 2 * TFLOPS, 288 * GB, 8 * TB, 1800 * GB, 800 * GBIT, 8,
-        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_ULTRA, sms=_BLACKWELL_ULTRA),
+        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS),
         aliases=("b300-sxm", "hgx-b300", "dgx-b300", "blackwell-ultra"),
         architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, tdp_w=1100, sms=160),
     GPU("GB300", 360000 / 72 / 2 * TFLOPS, 288 * GB, 576 * TB / 72, 1800 * GB, 800 * GBIT, 72,
-        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_ULTRA, sms=_BLACKWELL_ULTRA),
+        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS),
         aliases=("gb300-nvl72", "gb300 nvl72", "dgx-gb300"),
         architecture="blackwell", peak_fp8_flops=360000 / 72 * TFLOPS, tdp_w=1400, sms=160),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,

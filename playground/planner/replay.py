@@ -32,7 +32,7 @@ from playground.planner.step_range import SETTINGS, fits_as_unstated, predict_ra
 from playground.planner.step_time import predict
 
 __all__ = ["plan_json", "published_table", "published_flops_table", "validation_table", "tp_sweep",
-           "microbatch_sweep", "range_table", "stack_table", "held_out_table", "tight_runs", "miss_shares",
+           "microbatch_sweep", "range_table", "stack_table", "held_out_table", "held_out_summary", "tight_runs", "miss_shares",
            "tornado_rows", "host_launch_check", "device_only", "UNSTATED", "SOURCES", "GPT145", "A100"]
 
 
@@ -206,14 +206,19 @@ def held_out_table(table: list[dict] | None = None) -> dict:
                              first_replay=HELD_OUT_FIRST_REPLAY[run.name],
                              fits_unstated=fits_as_unstated(run.model, run.cluster, run.layout, unstated),
                              memory=fit_verdict(memory)))
+    return {"rows": rows, "summary": held_out_summary(rows)}
+
+
+def held_out_summary(rows: list[dict]) -> dict:
+    """What the held-out check counts over ``rows`` of ``held_out_table`` (all of them, or one set's)."""
     count = lambda ok: sum(1 for r in rows if ok(r))   # noqa: E731
-    return {"rows": rows, "summary": {
+    return {
         "rows": len(rows), "within_20": count(lambda r: abs(r["ratio"] - 1) <= 0.20),
         "within_band": count(lambda r: abs(r["ratio"] - 1) <= HELD_OUT_BAND), "band": HELD_OUT_BAND,
         "inside_range": count(lambda r: r["inside"]), "judged_to_fit": count(lambda r: r["fits"]),
         "fit_as_unstated": count(lambda r: r["fits_unstated"]),
         "first_within_20": count(lambda r: abs(r["first_replay"] - 1) <= 0.20),
-        "first_within_band": count(lambda r: abs(r["first_replay"] - 1) <= HELD_OUT_BAND)}}
+        "first_within_band": count(lambda r: abs(r["first_replay"] - 1) <= HELD_OUT_BAND)}
 
 
 def tight_runs() -> list[str]:

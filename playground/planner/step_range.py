@@ -12,8 +12,8 @@ number of virtual stages, no recompute policy, no micro-batch size), and every e
 
 and reports the nominal prediction with the range those span: ``step_time_range_s``,
 ``tokens_per_s_range`` and ``mfu_range``, and the ``caveats`` the validation gives for a run of its
-kind (``validation_caveats``: a mixture of experts launched from the host or replayed from a CUDA graph, a sequence beyond 64K tokens, ZeRO-3/FSDP on
-Hopper GPUs at full power, a dense model on Hopper GPUs, one kept whole on each GPU, TP traffic
+kind (``validation_caveats``: a mixture of experts launched from the host or replayed from a CUDA graph, a
+sequence beyond 64K tokens, ZeRO-3/FSDP on Hopper GPUs at full power, a dense model on Hopper GPUs, one kept whole on each GPU, TP traffic
 under Transformer Engine's overlap; each while its published runs replay slower than predicted, by
 over a tenth at the median).  ``tornado`` moves one factor at a time from the nominal prediction,
 for the chapter's sensitivity chart.
@@ -187,7 +187,6 @@ def _moe_graphed(model: Model, cluster: Cluster | None, layout: Layout | None) -
 
 # the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason; a MoE is two kinds,
 # by whether the host launches its layers' kernels, for the runs that replay from a CUDA graph land near the model
-
 _KINDS = (("a mixture of experts launched from the host", _moe_launched,
            "a MoE layer's host work is priced only as a floor measured for eager PyTorch on one H200 (--moe-launch: "
            f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
