@@ -111,6 +111,9 @@ class Layout:
     autocast_fp32: bool = False      # bf16 autocast over weights kept in fp32 (plain PyTorch AMP, no param_dtype):
                                      # each weight cast where used, the residual stream in fp32; fp32_gather implies it
     fp8_activations: bool = False    # linear layers' saved inputs kept in FP8, 1 byte each (DeepSeek-V3 Sec. 3.3.4)
+    fp8_saved_inputs: bool = True    # under FP8 a linear layer keeps for its weight gradient the FP8 copy of its
+                                     # input it cast, 1 byte (Transformer Engine's Linear: Megatron-Core, NeMo);
+                                     # False: the bf16 input, cast again in backward (torchao's Float8Linear)
     fp8_weight_cache: bool = True    # FP8 outside ZeRO-3: each weight cast (and transposed) on a step's first
                                      # micro-batch, reused by the rest (Transformer Engine's is_first_microbatch,
                                      # which Megatron-Core's schedules set); False: cast every micro-batch.  Under
@@ -237,6 +240,8 @@ class Layout:
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.autocast_fp32 and not self.fp32_gather, "autocast over fp32 weights"),
                                          (self.fp8_activations, "FP8 activations"),
+                                         (self.dtype == "fp8" and not self.fp8_saved_inputs and not self.fp8_activations,
+                                          "bf16 inputs saved"),
                                          (self.moe_probs == "combine", "expert outputs kept"),
                                          (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
                                           "FP8 weights cast every micro-batch"),

@@ -98,6 +98,10 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--fp8-activations", action=_BOOL, default=None, help="keep what the linear layers read "
                      "for backward (norm outputs, MLA latents, dispatched tokens, MLP inputs) in FP8, 1 byte each, as "
                      "DeepSeek-V3 did; needs --dtype fp8 (default: off)")
+    lay.add_argument("--fp8-saved-inputs", action=_BOOL, default=None, help="with --dtype fp8, each linear "
+                     "layer keeps for backward the FP8 copy of its input it cast, 1 byte an element (Transformer "
+                     "Engine: Megatron-Core, NeMo); --no-fp8-saved-inputs keeps the bf16 input and casts it again "
+                     "in backward (torchao's Float8Linear: torchtitan) (default: on)")
     lay.add_argument("--loss-fp32", action=_BOOL, default=None, help="the cross-entropy upcasts the logits to "
                      "fp32 (torchtitan, Megatron, llm-foundry); --no-loss-fp32 computes it on the bf16 logits "
                      "(NeMo AutoModel's fp32_upcast: false), 4 bytes a logit held instead of 6 (default: on)")
@@ -185,7 +189,8 @@ def layout_knobs(opts) -> dict:
         knobs["recompute"], knobs["recompute_share"] = "full", _share(share)
     for key in ("recompute", "dtype", "fp8_scaling", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "moe_probs", "ep_overlap", "p2p_overlap",
-                "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp32_gather", "autocast_fp32",
+                "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp8_saved_inputs", "fp32_gather",
+                "autocast_fp32",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}

@@ -15,7 +15,8 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
   TP) and context parallelism (the sequence split over CP); full recomputation keeps only each
   layer's input, plus one layer's activations while it is recomputed (in ``Layout.recompute_share``
   of the layers: the rest keep everything, counted as an average layer); Megatron-Core's selective
-  modules (``Layout.recompute_modules``) keep none of what they recompute.
+  modules (``Layout.recompute_modules``) keep none of what they recompute; under FP8 each linear layer
+  keeps the FP8 copy of its input it cast (Transformer Engine; ``Layout.fp8_saved_inputs``).
 * **In flight**: 1F1B's stage i holds min(p - i, m) micro-batches; the interleaved schedule adds
   (p - 1) / (p v) of that (Korthikanti et al. Sec. 4.2.3).
 * **Logits**: the last stage's bf16 logits and the fp32 copy the loss works on, 6 s b V / (t c) bytes
@@ -111,22 +112,28 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
 
 
 def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0,
-                     modules: tuple = (), fp8: bool = False, probs: str = "activation") -> tuple[float, float]:
+                     modules: tuple = (), fp8: str = "none", probs: str = "activation") -> tuple[float, float]:
     """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
     parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's.
     ``modules``: Megatron-Core's selective recompute modules, whose outputs (``layernorm``: the
     norms'; ``mla_up_proj``: Q, K and V; ``moe_act``: the experts' activation) or insides (``mlp``,
-    ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what the
-    linear layers read is kept in FP8, 1 byte (DeepSeek-V3: the norms' outputs, MLA's latents, the
+    ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what is kept in FP8, 1 byte an element.  ``"all"``: what the
+    linear layers and the MLP's activation read (DeepSeek-V3: the norms' outputs, MLA's latents, the
     dispatched copies, the MLP's inputs and products); Q, K, V, the attention output, the residual
-    stream and the router's logits stay as they were.  ``probs``: where the router's weights scale a
+    stream and the router's logits stay as they were.  ``"inputs"``: each linear layer's own input, the
+    FP8 copy Transformer Engine's Linear casts and keeps for the weight gradient (the norms' outputs,
+    MLA's latents, the dispatched copies, the MLP's products, and a copy of the attention output beside
+    the bf16 one the attention kernel keeps), while the activation's input (gate and up) stays bf16.
+    ``"none"``: everything at its bf16 width (bf16 GEMMs, or torchao's Float8Linear, which keeps the
+    bf16 input and casts it again in backward).  ``probs``: where the router's weights scale a
     routed copy (``Layout.moe_probs``): inside the experts' activation, which keeps nothing more
     (Megatron-Core since v0.13, ``experts.py``'s ``activation_func_with_probs``; its combine unpermutes
     without them), or on each expert's output at the combine, which keeps that output (h wide) for the
     weights' gradient."""
     h, a, k = model.hidden, model.heads, model.kv_head_count
     d, dv = model.head_size, model.value_head_size
-    lin = 1 if fp8 else BYTES                           # bytes of one saved element a linear layer reads
+    lin = 1 if fp8 != "none" else BYTES                 # bytes of one saved element a linear layer reads
+    gate = 1 if fp8 == "all" else BYTES                 # ... and one the MLP's activation reads
     outputs = 0 if "layernorm" in modules else 2 * h    # both norms' outputs, unless recomputed
     whole = BYTES * 2 * h + lin * outputs + (2 * h if dropout else 0)   # their inputs; the two dropout masks
     if model.is_mla:  # the latents and their norms (down-projections are not split over TP)
@@ -134,7 +141,9 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
         k = a
     qkv = 0 if "mla_up_proj" in modules and model.is_mla else BYTES * (a * d + k * d + k * dv)
     split = qkv + BYTES * a * dv                        # Q, K, V and the attention output
-    mlp = lambda f: lin * (3 if model.gated_mlp else 2) * f  # noqa: E731  (gate, up, product | in, act)
+    if fp8 == "inputs":
+        split += a * dv                                 # the output projection's FP8 copy of its input
+    mlp = lambda f: (gate * (2 if model.gated_mlp else 1) + lin) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:
         if "moe" not in modules:
             whole += 4 * model.experts                  # the router's fp32 logits
@@ -169,8 +178,9 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
             + 4 * model.heads * tokens / t + stream
     modules = layout.selective_modules
-    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules,
-                                    layout.fp8_activations, layout.moe_probs)
+    fp8 = "none" if layout.dtype != "fp8" else "all" if layout.fp8_activations else \
+        "inputs" if layout.fp8_saved_inputs else "none"
+    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules, fp8, layout.moe_probs)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row

@@ -58,8 +58,13 @@ _TITAN_REDUCE = ("; gradients reduce-scattered in fp32 (torchtitan's training.mi
 _SEQ_DEFAULT = "sequence length not in the table: 8192, train_configs/llama3_*.toml's seq_len"
 
 
+# torchtitan's float8 is torchao's Float8Linear, which keeps each linear layer's bf16 input for backward and casts
+# it again there (torchao/float8/float8_linear.py, matmul_with_hp_or_float8_args: save_for_backward(input_hp, ...))
+_FLOAT8 = dict(fp8_saved_inputs=False)
+
+
 def _titan(name, model, layout, tps, unstated, note):
-    layout = replace(layout, attention_kernel="fa2")  # PyTorch SDPA's flash backend: FlashAttention-2
+    layout = replace(layout, attention_kernel="fa2", **_FLOAT8)  # PyTorch SDPA's flash backend: FlashAttention-2
     note += _TITAN_REDUCE
     return PublishedStackRun(name, "torchtitan", _TITAN, "H100-96GB", model, layout, unstated,
                              tokens_per_s_per_gpu=tps, note=f"{note}; {_GRAND_TETON}", cite="liang2024torchtitan",
@@ -147,7 +152,7 @@ _TITAN_H200 = ("https://github.com/pytorch/torchtitan/blob/bcdeaa37c92d1eaceeec3
 def _titan_h200(nodes, tps):
     gpus = 8 * nodes
     layout = Layout.today(1, 1, gpus, micro_batch=2, global_batch=2 * gpus, zero_stage=3, recompute="op",
-                          dtype="fp8", fp8_gather=True, attention_kernel="fa2")
+                          dtype="fp8", fp8_gather=True, attention_kernel="fa2", **_FLOAT8)
     note = (_SEQ_DEFAULT + "; local batch 2, torch.compile, float8 with FSDP float8 all-gather (fp8_gather: "
             "1 byte per weight); AC not given on the command line: the toml's selective (op)" + _TITAN_REDUCE)
     return PublishedStackRun(f"Llama 3.1 8B, FSDP {gpus}, H200, compile + Float8", "torchtitan", _TITAN_H200, "H200",

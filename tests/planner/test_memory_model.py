@@ -244,11 +244,12 @@ def test_recompute_modules_that_cannot_apply_are_refused(modules, message):
 
 def test_fp8_activation_caching_halves_what_the_linear_layers_read_and_deepseek_v3_fits_as_it_ran():
     """DeepSeek-V3 Sec. 3.3.4: the linear layers' inputs cached in FP8. In a dense Llama layer they
-    are both norms' outputs (2 h) and the MLP's gate, up and product (3 f): one byte saved on each;
-    Q, K, V, the attention output and the residual stream stay in bf16.  With its recompute modules
-    and that caching DeepSeek-V3's PP 16 x EP 64 fits on its H800s; in bf16 it would not, with each
-    expert's output kept as the validation row reads HAI-LLM's combine (``moe_probs="combine"``)."""
-    lay = Layout.today(recompute="selective", dtype="fp8")
+    are both norms' outputs (2 h) and the MLP's gate, up and product (3 f): one byte saved on each
+    against a layer that keeps them in bf16; Q, K, V, the attention output and the residual stream stay
+    in bf16.  With its recompute modules and that caching DeepSeek-V3's PP 16 x EP 64 fits on its H800s;
+    in bf16 it would not, with each expert's output kept as the validation row reads HAI-LLM's combine
+    (``moe_probs="combine"``)."""
+    lay = Layout.today(recompute="selective", dtype="fp8", fp8_saved_inputs=False)
     h, f, s = 4096, 14336, 8192
     saved = layer_activation_bytes(LLAMA8, lay) - layer_activation_bytes(LLAMA8, replace(lay, fp8_activations=True))
     assert saved == pytest.approx(s * (2 * h + 3 * f))
@@ -259,6 +260,21 @@ def test_fp8_activation_caching_halves_what_the_linear_layers_read_and_deepseek_
     assert not memory_per_gpu(preset("deepseek-v3"), replace(deepseek, fp8_activations=False), "H800")["fits"]
     with pytest.raises(PlanError, match="needs --dtype fp8"):
         memory_per_gpu(LLAMA8, Layout.today(fp8_activations=True))
+
+
+def test_transformer_engine_keeps_each_linear_layers_fp8_input_and_torchao_the_bf16_one():
+    """Under FP8, Transformer Engine's Linear keeps for the weight gradient the FP8 copy of its input it cast:
+    the norms' outputs (2 h) and the MLP's product (f) at one byte instead of two, and a one-byte copy of the
+    attention output (h for Llama 3 8B) beside the bf16 one the attention kernel keeps; the activation's input
+    (gate and up) stays bf16.  torchao's Float8Linear keeps the bf16 input (``fp8_saved_inputs=False``): a
+    bf16 layer's bytes.  The default is Transformer Engine's, what Megatron-Core and NeMo run."""
+    h, f, s = 4096, 14336, 8192
+    lay = Layout.today(recompute="selective", dtype="fp8")
+    assert lay.fp8_saved_inputs
+    bf16 = layer_activation_bytes(LLAMA8, replace(lay, dtype="bf16"))
+    assert layer_activation_bytes(LLAMA8, replace(lay, fp8_saved_inputs=False)) == bf16
+    assert bf16 - layer_activation_bytes(LLAMA8, lay) == pytest.approx(s * (2 * h + f - h))
+    assert "bf16 inputs saved" in replace(lay, fp8_saved_inputs=False).describe()
 
 
 def test_recomputing_a_share_of_the_blocks_keeps_that_share_of_inputs_and_the_rest_whole():
