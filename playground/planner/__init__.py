@@ -32,7 +32,7 @@ from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, La
 from playground.planner.layout_checks import check_layout
 from playground.planner.layout_search import candidate_layouts, fit_advice, minimal_model_parallelism, search
 from playground.planner.measure import (checkpointed_blocks, measure_activation_bytes, measure_layer_activation_bytes,
-                                        measure_routed_copy_bytes,
+                                        measure_routed_copy_bytes, measure_fp8_mlp_bytes,
                                         measure_training_flops)
 from playground.planner.memory import (FRAGMENTATION, FRAMEWORK_BYTES, RECOMPUTE, activation_bytes_per_layer,
                                        describe_memory, layer_activation_bytes, memory_per_gpu, model_state_bytes,
@@ -53,5 +53,6 @@ __all__ = ["data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_p
            "read_hf_config", "model_from_hf_dict", "preset", "preset_names", "PRESETS",
            "young_interval", "daly_interval", "expected_goodput", "simulate_goodput", "plan_goodput",
            "published_runs", "published_layouts", "replay", "measure_training_flops",
-           "measure_layer_activation_bytes", "measure_activation_bytes", "measure_routed_copy_bytes", "checkpointed_blocks",
+           "measure_layer_activation_bytes", "measure_activation_bytes", "measure_routed_copy_bytes", "measure_fp8_mlp_bytes",
+           "checkpointed_blocks",
            "explorer"]

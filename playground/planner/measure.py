@@ -10,7 +10,7 @@ from __future__ import annotations
 from playground.planner.errors import PlanError
 
 __all__ = ["measure_training_flops", "measure_layer_activation_bytes", "measure_activation_bytes",
-           "measure_routed_copy_bytes", "checkpointed_blocks"]
+           "measure_routed_copy_bytes", "measure_fp8_mlp_bytes", "checkpointed_blocks"]
 
 
 def checkpointed_blocks(blocks: int, share: float) -> list[int]:
@@ -123,3 +123,60 @@ def measure_routed_copy_bytes(hidden: int, expert_width: int, probs: str, copies
         return per_copy
     out.float().square().sum().backward()
     return per_copy, out.detach().float(), [t.grad for t in (x, weights, w_in, w_out)]
+
+
+def _float8_linear(keep: str):
+    """An FP8 linear layer, ``y = x W`` with both operands cast to float8 (e4m3, one scale a tensor) and the
+    product taken in fp32, that keeps for the weight gradient either the FP8 copy of ``x`` it cast
+    (``keep="fp8"``, as Transformer Engine's Linear does) or ``x`` itself (``"bf16"``, as torchao's
+    Float8Linear does, casting it again in backward).  Both give the same gradients."""
+    import torch
+
+    def cast(t):
+        scale = 448.0 / t.abs().amax().float().clamp(min=1e-12).item()   # e4m3's largest value at the max
+        return (t.float() * scale).to(torch.float8_e4m3fn), scale
+
+    class Float8Linear(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            (x8, x_scale), (w8, w_scale) = cast(x), cast(w)
+            ctx.save_for_backward(x8 if keep == "fp8" else x, w)
+            ctx.x_scale = x_scale
+            return ((x8.float() / x_scale) @ (w8.float() / w_scale)).to(x.dtype)
+
+        @staticmethod
+        def backward(ctx, grad):
+            kept, w = ctx.saved_tensors
+            x8, x_scale = (kept, ctx.x_scale) if keep == "fp8" else cast(kept)
+            w8, w_scale = cast(w)
+            grad_x = grad.float() @ (w8.float() / w_scale).T
+            grad_w = (x8.float() / x_scale).T @ grad.float()
+            return grad_x.to(grad.dtype), grad_w.to(w.dtype)
+
+    return Float8Linear.apply
+
+
+def measure_fp8_mlp_bytes(hidden: int, ffn: int, keep: str, tokens: int = 64, grad: bool = False):
+    """Bytes one token leaves saved in a bf16 SwiGLU MLP whose two linear layers run in FP8
+    (``_float8_linear``), keeping the FP8 copy of their inputs (``keep="fp8"``, ``Layout.fp8_saved_inputs``)
+    or the bf16 inputs (``"bf16"``); the SwiGLU is checkpointed as Megatron-Core's fused one is, keeping its
+    bf16 input.  Counted by ``SavedActivations`` over ``tokens`` tokens.  ``grad``: also return the output
+    and the gradients of the input and the two matrices."""
+    import torch
+    from torch.utils import checkpoint
+
+    from playground.memory import SavedActivations
+    if keep not in ("fp8", "bf16"):
+        raise PlanError(f"keep must be fp8 or bf16, got {keep!r}")
+    linear = _float8_linear(keep)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(tokens, hidden, generator=g).to(torch.bfloat16).requires_grad_()
+    w_in = (torch.randn(hidden, 2 * ffn, generator=g) / hidden ** 0.5).to(torch.bfloat16).requires_grad_()
+    w_out = (torch.randn(ffn, hidden, generator=g) / ffn ** 0.5).to(torch.bfloat16).requires_grad_()
+    with SavedActivations(exclude=[w_in, w_out]) as saved:
+        out = linear(checkpoint.checkpoint(_swiglu, linear(x, w_in), use_reentrant=False), w_out)
+    per_token = saved.bytes / tokens
+    if not grad:
+        return per_token
+    out.float().square().sum().backward()
+    return per_token, out.detach().float(), [t.grad for t in (x, w_in, w_out)]

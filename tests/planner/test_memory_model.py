@@ -207,6 +207,46 @@ def test_a_routed_copy_keeps_what_the_memory_model_counts_as_pytorch_measures_it
         torch.testing.assert_close(x.float(), y.float(), rtol=2e-2, atol=2e-2 * scale)
 
 
+def test_an_fp8_mlp_keeps_what_the_memory_model_counts_as_pytorch_measures_it():
+    """Counted by saved-tensor hooks on a SwiGLU MLP whose linear layers run in FP8 (``measure_fp8_mlp_bytes``):
+    keeping the FP8 copy of each linear layer's input, as Transformer Engine does, a token leaves h + 5 f bytes
+    (the first input's copy, the checkpointed activation's bf16 gate and up, the product's copy); keeping the bf16
+    inputs, as torchao does, 2 h + 6 f.  Their difference, h + f, is what the memory model takes off an MLP under
+    ``fp8_saved_inputs``; both keep the same gradients, and they equal a fake-quantized reference's."""
+    import torch
+    from playground.planner import measure_fp8_mlp_bytes
+    h, f = 4096, 14336
+    kept = {keep: measure_fp8_mlp_bytes(h, f, keep, tokens=8) for keep in ("fp8", "bf16")}
+    assert kept == {"fp8": h + 5 * f, "bf16": 2 * h + 6 * f}
+    lay = Layout.today(recompute="selective", dtype="fp8")
+    tokens = 8192
+    # the whole layer's difference: the MLP's (h + f) and the other norm's output (h) less the attention
+    # output's one-byte copy (a d_h = h)
+    assert layer_activation_bytes(LLAMA8, replace(lay, fp8_saved_inputs=False)) - layer_activation_bytes(LLAMA8, lay) \
+        == pytest.approx(tokens * (kept["bf16"] - kept["fp8"] + h - h))
+    (_, out8, grads8), (_, out16, grads16) = (measure_fp8_mlp_bytes(64, 96, keep, grad=True) for keep in ("fp8", "bf16"))
+    torch.testing.assert_close(out8, out16)
+    for a, b in zip(grads8, grads16):
+        torch.testing.assert_close(a, b)
+
+    def fake_quant(t):   # quantize-dequantize in fp32, the gradient passed straight through
+        t, scale = t.float(), 448.0 / t.abs().amax().float().item()
+        return t + ((t * scale).to(torch.float8_e4m3fn).float() / scale - t).detach()
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 64, generator=g).to(torch.bfloat16).requires_grad_()
+    w_in = (torch.randn(64, 192, generator=g) / 8).to(torch.bfloat16).requires_grad_()
+    w_out = (torch.randn(96, 64, generator=g) / 96 ** 0.5).to(torch.bfloat16).requires_grad_()
+    gate, up = (fake_quant(x) @ fake_quant(w_in)).to(torch.bfloat16).float().chunk(2, dim=-1)
+    act = (torch.nn.functional.silu(gate) * up).to(torch.bfloat16)
+    out = (fake_quant(act) @ fake_quant(w_out)).to(torch.bfloat16).float()
+    out.square().sum().backward()
+    torch.testing.assert_close(out.detach(), out8)
+    for a, b in zip(grads8, (x.grad, w_in.grad, w_out.grad)):
+        scale = b.float().abs().max().item()
+        torch.testing.assert_close(a.float(), b.float(), rtol=2e-2, atol=2e-2 * scale)
+
+
 def test_the_model_zoos_pp32_run_fits_with_its_norms_and_activations_recomputed():
     """Megatron MoE Model Zoo, Qwen3-235B-A22B on 256 H100s, TP 2 EP 8 PP 32 VPP 3, recompute
     'norm, act' (--recompute-modules layernorm moe_act): it fits with room.  Without it the memory
