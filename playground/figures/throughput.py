@@ -159,7 +159,9 @@ def heldout_figure():
         color = COLORS[3] if r["moe"] else COLORS[2]
         ax.plot(r["ratio_range"], [i, i], color=color, lw=2, alpha=0.5)
         ax.scatter([r["ratio"]], [i], color=color if r["fits"] else "white", edgecolors=color, s=36, zorder=3)
-    for color, label in ((COLORS[2], "dense"), (COLORS[3], "MoE"), ("white", "does not fit as read")):
+    keys = ((COLORS[2], "dense"), (COLORS[3], "MoE")) + \
+        ((("white", "does not fit as read"),) if not all(r["fits"] for r in rows) else ())
+    for color, label in keys:   # the hollow key only where a run is drawn hollow
         ax.scatter([], [], color=color, edgecolors="0.3" if color == "white" else color, label=label)
     names = [f"{r['source'].replace('Megatron-', '').replace('NeMo ', '')}: "
              f"{r['name'].removesuffix(', 26.04.01').removesuffix(', 26.06').removesuffix(', 25.09')}" for r in rows]
