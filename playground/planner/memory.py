@@ -117,10 +117,10 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's.
     ``modules``: Megatron-Core's selective recompute modules, whose outputs (``layernorm``: the
     norms'; ``mla_up_proj``: Q, K and V; ``moe_act``: the experts' activation) or insides (``mlp``,
-    ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what is kept in FP8, 1 byte an element.  ``"all"``: what the
-    linear layers and the MLP's activation read (DeepSeek-V3: the norms' outputs, MLA's latents, the
-    dispatched copies, the MLP's inputs and products); Q, K, V, the attention output, the residual
-    stream and the router's logits stay as they were.  ``"inputs"``: each linear layer's own input, the
+    ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what is kept in
+    FP8, 1 byte an element.  ``"all"``: what the linear layers and the MLP's activation read (DeepSeek-V3:
+    the norms' outputs, MLA's latents, the dispatched copies, the MLP's inputs and products); Q, K, V,
+    the attention output, the residual stream and the router's logits stay as they were.  ``"inputs"``: each linear layer's own input, the
     FP8 copy Transformer Engine's Linear casts and keeps for the weight gradient (the norms' outputs,
     MLA's latents, the dispatched copies, the MLP's products, and a copy of the attention output beside
     the bf16 one the attention kernel keeps), while the activation's input (gate and up) stays bf16.
