@@ -120,10 +120,11 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     ``moe``, ``shared_experts``: everything past their input) are not kept.  ``fp8``: what is kept in
     FP8, 1 byte an element.  ``"all"``: what the linear layers and the MLP's activation read (DeepSeek-V3:
     the norms' outputs, MLA's latents, the dispatched copies, the MLP's inputs and products); Q, K, V,
-    the attention output, the residual stream and the router's logits stay as they were.  ``"inputs"``: each linear layer's own input, the
-    FP8 copy Transformer Engine's Linear casts and keeps for the weight gradient (the norms' outputs,
-    MLA's latents, the dispatched copies, the MLP's products, and a copy of the attention output beside
-    the bf16 one the attention kernel keeps), while the activation's input (gate and up) stays bf16.
+    the attention output, the residual stream and the router's logits stay as they were.  ``"inputs"``:
+    each linear layer's own input, the FP8 copy Transformer Engine's Linear casts and keeps for the
+    weight gradient (the norms' outputs, MLA's latents, the dispatched copies, the MLP's products, and a
+    copy of the attention output beside the bf16 one the attention kernel keeps), while the activation's
+    input (gate and up) stays bf16.
     ``"none"``: everything at its bf16 width (bf16 GEMMs, or torchao's Float8Linear, which keeps the
     bf16 input and casts it again in backward).  ``probs``: where the router's weights scale a
     routed copy (``Layout.moe_probs``): inside the experts' activation, which keeps nothing more
