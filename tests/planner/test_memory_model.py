@@ -334,3 +334,15 @@ def test_recomputing_a_share_of_the_blocks_keeps_that_share_of_inputs_and_the_re
         memory_per_gpu(LLAMA8, Layout.today(recompute="selective", recompute_share=0.5))
     with pytest.raises(PlanError, match=r"in \(0, 1\]"):
         memory_per_gpu(LLAMA8, Layout.today(recompute="full", recompute_share=0))
+
+
+def test_chapter_5s_fp8_exercise_saves_what_its_solution_says():
+    """Exercise ex-capacity-fp8-memory: Llama 3 70B at 8K on 64 H100s, TP 8 x PP 4, nothing recomputed.  Stage 0
+    holds 80 layer passes of 1,024 tokens: 21.0 GiB of activations in bf16 (274,688 bytes a token), 18.1 GiB
+    under Transformer Engine's FP8 (36,864 bytes a token less), and 21.0 again under torchao's float8."""
+    from playground.planner.capacity import plan
+    run = dict(model="llama3-70b", tokens=1e12, gpus=64, tp=8, pp=4, global_batch=256, recompute="none", dtype="fp8")
+    gib = [plan(**run, **extra)["memory"]["activations"] / 2 ** 30 for extra in ({}, {"fp8_saved_inputs": False})]
+    assert [round(g, 1) for g in gib] == [18.1, 21.0]
+    assert gib[1] * 2 ** 30 == pytest.approx(80 * 1024 * 274_688)
+    assert (gib[1] - gib[0]) * 2 ** 30 == pytest.approx(80 * 1024 * 36_864)
