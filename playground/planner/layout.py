@@ -156,7 +156,9 @@ class Layout:
         whenever TP > 1, the distributed optimizer (ZeRO-1) whenever DP x CP > 1, gradient
         reduction overlapped with backward and done in fp32 (torchtitan's ``mixed_precision_reduce`` and
         Megatron-Bridge's ``grad_reduce_in_fp32`` default), the interleaved schedule's point-to-point
-        transfers behind compute (``p2p_overlap``), no recomputation.  Any knob given overrides them."""
+        transfers behind compute (``p2p_overlap``), no recomputation; under FP8, Transformer Engine's
+        saving of each linear layer's FP8 input (``fp8_saved_inputs``, a field default).  Any knob given
+        overrides them."""
         cp = knobs.get("cp", 1)
         defaults = dict(recompute="none", sequence_parallel=tp > 1, flash_attention=True, dropout=False,
                         overlap_grad_reduce=True, grad_reduce="fp32", zero_stage=1 if dp * cp > 1 else 0,
