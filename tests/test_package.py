@@ -37,7 +37,7 @@ PLANNER_FLOORS = (
     {"architecture", "goodput", "efficiency"},
     {"stages", "hf_families", "hf_keys"},
     {"layout", "hf_config", "presets", "gemms"},
-    {"layout_checks"},  # whether a layout can run
+    {"layout_checks", "activations"},  # whether a layout can run; what a layer keeps for backward
     {"memory", "measure", "comm_costs", "moe_kernels", "kernel_rates"},
     {"costs"},
     {"layer_costs"},  # one layer's passes, priced from the cost terms

@@ -5,7 +5,7 @@ Data flows one way, from the command line down to the hardware table: ``cli`` an
 GPU-hours -> days, every figure from one layout's prediction; its numbers checked and its model resolved by ``capacity_inputs``) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
 one step of a layout) -> ``layer_costs`` (one layer's passes and the communication it waits for) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``, at the rates of ``kernel_rates``; the collectives and links in ``comm_costs``, a MoE layer's kernels in ``moe_kernels``) -> ``memory`` (the one memory model: bytes per
-GPU by part) -> ``layout_checks`` (whether a layout can run) -> ``layout`` (``Cluster``, ``Layout``) -> ``stages`` (pipeline stage placement) ->
+GPU by part; what a layer keeps for backward in ``activations``) -> ``layout_checks`` (whether a layout can run) -> ``layout`` (``Cluster``, ``Layout``) -> ``stages`` (pipeline stage placement) ->
 ``architecture`` (``Model``: the shape and its exact parameter count), read from a Hugging Face
 ``config.json`` by ``hf_config`` (its typed look-ups and the keys only some families carry in ``hf_keys``; the families that do not spell their shape Llama's way, GPT-2, MPT and
 Falcon, by ``hf_families``) or named by ``presets``; ``flops``, ``efficiency`` (the step-time model's sourced constants, each one's source in ``efficiency_sources``), ``goodput`` (failures,
@@ -32,11 +32,11 @@ from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, La
 from playground.planner.layout_checks import check_layout
 from playground.planner.layout_search import candidate_layouts, fit_advice, minimal_model_parallelism, search
 from playground.planner.measure import (checkpointed_blocks, measure_activation_bytes, measure_layer_activation_bytes,
-                                        measure_routed_copy_bytes, measure_fp8_mlp_bytes,
+                                        measure_routed_copy_bytes, measure_fp8_mlp_bytes, measure_fp8_weight_bytes,
                                         measure_training_flops)
 from playground.planner.memory import (FRAGMENTATION, FRAMEWORK_BYTES, RECOMPUTE, activation_bytes_per_layer,
-                                       describe_memory, layer_activation_bytes, memory_per_gpu, model_state_bytes,
-                                       usable_memory_bytes)
+                                       describe_memory, fp8_weight_bytes, layer_activation_bytes, memory_per_gpu,
+                                       model_state_bytes, usable_memory_bytes)
 from playground.planner.overlap import data_parallel_tokens, fsdp_tokens, hiding_thresholds, tensor_parallel_hidden
 from playground.planner.presets import PRESETS, preset, preset_names
 from playground.planner.scaling_laws import LOSS_FIT, TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
@@ -45,7 +45,8 @@ from playground.planner.step_time import predict
 __all__ = ["data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_parallel_hidden", "plan", "report", "main", "PlanError", "infer_architecture", "DEFAULT_MFU",
            "flops_per_token", "megatron_flops_per_iteration",
            "FRAGMENTATION", "FRAMEWORK_BYTES", "RECOMPUTE", "model_state_bytes", "activation_bytes_per_layer",
-           "layer_activation_bytes", "usable_memory_bytes", "memory_per_gpu", "describe_memory", "stage_layers",
+           "layer_activation_bytes", "usable_memory_bytes", "memory_per_gpu", "describe_memory", "fp8_weight_bytes",
+           "stage_layers",
            "chinchilla_optimal", "chinchilla_loss", "LOSS_FIT", "TOKENS_PER_PARAM",
            "Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "check_layout", "flops_per_step",
            "allreduce_time", "tensor_parallel_link", "predict",
@@ -54,5 +55,5 @@ __all__ = ["data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_p
            "young_interval", "daly_interval", "expected_goodput", "simulate_goodput", "plan_goodput",
            "published_runs", "published_layouts", "replay", "measure_training_flops",
            "measure_layer_activation_bytes", "measure_activation_bytes", "measure_routed_copy_bytes", "measure_fp8_mlp_bytes",
-           "checkpointed_blocks",
+           "measure_fp8_weight_bytes", "checkpointed_blocks",
            "explorer"]

@@ -118,6 +118,11 @@ class Layout:
                                      # micro-batch, reused by the rest (Transformer Engine's is_first_microbatch,
                                      # which Megatron-Core's schedules set); False: cast every micro-batch.  Under
                                      # ZeRO-3 every micro-batch gathers the weights again, and casts them again
+    fp8_params: bool = True          # under FP8 outside ZeRO-3 the weights are kept in FP8 themselves (Megatron's
+                                     # --fp8-param-gather, set by Megatron-Bridge's and NeMo 2's FP8 recipes): no
+                                     # bf16 copy, and the distributed optimizer gathers them in FP8; False: bf16
+                                     # weights with the FP8 copy beside each that fp8_weight_cache keeps (weights
+                                     # cast every micro-batch, no fp8_weight_cache, are bf16 ones)
     fp8_scaling: str = "tensor"      # how FP8 operands are scaled (FP8_SCALINGS): what each cast reads and how many
                                      # kernels Transformer Engine launches to cast a MoE layer's experts one by one
     loss_fp32: bool = True           # the loss upcasts the logits to fp32 (False: computed on the bf16 logits)
@@ -196,6 +201,12 @@ class Layout:
         return 1 / self.micro_batches if self.fp8_weight_cache and self.zero_stage != 3 else 1.0
 
     @property
+    def fp8_primary_weights(self) -> bool:
+        """The linear weights are kept in FP8 themselves (``fp8_params``): under FP8, outside ZeRO-3 (which
+        gathers them for each use) and cast once a step (``fp8_weight_cache``)."""
+        return self.dtype == "fp8" and self.fp8_params and self.fp8_weight_cache and self.zero_stage != 3
+
+    @property
     def expert_tp_degree(self) -> int:
         return self.expert_tp or self.tp
 
@@ -245,6 +256,8 @@ class Layout:
                                          (self.dtype == "fp8" and not self.fp8_saved_inputs and not self.fp8_activations,
                                           "bf16 inputs saved"),
                                          (self.moe_probs == "combine", "expert outputs kept"),
+                                         (self.dtype == "fp8" and self.zero_stage != 3 and self.fp8_weight_cache
+                                          and not self.fp8_params, "bf16 weights"),
                                          (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
                                           "FP8 weights cast every micro-batch"),
                                          (not self.loss_fp32, "bf16 loss"),

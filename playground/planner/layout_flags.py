@@ -145,6 +145,12 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "(Transformer Engine's is_first_microbatch, which Megatron-Core sets); --no-fp8-weight-cache "
                      "casts every micro-batch (float8 without such a cache); under ZeRO-3 each micro-batch gathers "
                      "and casts the weights again either way (default: on)")
+    lay.add_argument("--fp8-params", action=_BOOL, default=None, help="with --dtype fp8 and without ZeRO-3, "
+                     "keep the weights themselves in FP8 (Megatron's --fp8-param-gather, on in Megatron-Bridge's and "
+                     "NeMo 2's FP8 recipes): each linear weight one FP8 copy (its transpose too on a Hopper, whose FP8 "
+                     "GEMMs take one layout; both directions under block scaling) and no bf16 one, gathered in FP8 "
+                     "by the distributed optimizer; --no-fp8-params keeps bf16 weights with that FP8 copy beside "
+                     "each; with --no-fp8-weight-cache the weights are bf16 and cast afresh (default: on)")
     lay.add_argument("--grad-reduce", choices=("bf16", "fp32"), help="dtype gradients are reduced in (all-reduce "
                      "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
                      "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
@@ -189,7 +195,7 @@ def layout_knobs(opts) -> dict:
         knobs["recompute"], knobs["recompute_share"] = "full", _share(share)
     for key in ("recompute", "dtype", "fp8_scaling", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "moe_probs", "ep_overlap", "p2p_overlap",
-                "fp8_weight_cache", "grad_reduce", "cp_method", "fp8_activations", "fp8_saved_inputs", "fp32_gather",
+                "fp8_weight_cache", "fp8_params", "grad_reduce", "cp_method", "fp8_activations", "fp8_saved_inputs", "fp32_gather",
                 "autocast_fp32",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)

@@ -42,9 +42,9 @@ def _divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _fits(model, layout, usable) -> bool:
+def _fits(model, layout, gpu) -> bool:
     try:
-        return memory_per_gpu(model, layout)["total"] <= usable
+        return memory_per_gpu(model, layout, gpu)["total"] <= usable_memory_bytes(gpu)
     except PlanError:
         return False
 
@@ -102,18 +102,18 @@ def candidate_layouts(model: Model, gpus: int, global_batch: int, max_tp: int, f
 HEAVY_RECOMPUTE = (("op", 1.0), *(("full", share) for share in RECOMPUTE_SHARES), ("full", 1.0))
 
 
-def _fitting_recompute(model, cluster, layout, usable, fixed_recompute, eff):
+def _fitting_recompute(model, cluster, layout, fixed_recompute, eff):
     """The cheapest recomputation that fits: none, else selective, else the fastest of ``HEAVY_RECOMPUTE``
     that fits (per-op and a share of the blocks cost about alike, so the step-time model decides)."""
     if fixed_recompute:
         lay = replace(layout, recompute=fixed_recompute)
-        return lay if _fits(model, lay, usable) else None
+        return lay if _fits(model, lay, cluster.gpu) else None
     for rc in ("none", "selective"):
         lay = replace(layout, recompute=rc)
-        if _fits(model, lay, usable):
+        if _fits(model, lay, cluster.gpu):
             return lay
     heavy = [lay for lay in (replace(layout, recompute=rc, recompute_share=share) for rc, share in HEAVY_RECOMPUTE)
-             if _fits(model, lay, usable)]
+             if _fits(model, lay, cluster.gpu)]
     if len(heavy) > 1:
         return max(heavy, key=lambda lay: predict(model, cluster, lay, eff)["tokens_per_s"])
     return heavy[0] if heavy else None
@@ -137,7 +137,7 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
     recompute = fixed.pop("recompute", None) or ("full" if fixed.get("recompute_share") else None)
     for max_tp in (cluster.gpus_per_node, gpus):      # across nodes only when nothing inside fits
         layouts = candidate_layouts(model, gpus, global_batch, max_tp, fixed)
-        fitting = [lay for lay in (_fitting_recompute(model, cluster, x, usable, recompute, eff) for x in layouts)
+        fitting = [lay for lay in (_fitting_recompute(model, cluster, x, recompute, eff) for x in layouts)
                    if lay]
         if fitting or max_tp >= gpus:
             break
@@ -257,7 +257,7 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
             continue
         try:
             check_layout(model, lay)
-            mem = memory_per_gpu(model, lay)
+            mem = memory_per_gpu(model, lay, gpu)
         except PlanError:
             continue
         if mem["total"] <= usable:

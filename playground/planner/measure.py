@@ -10,7 +10,8 @@ from __future__ import annotations
 from playground.planner.errors import PlanError
 
 __all__ = ["measure_training_flops", "measure_layer_activation_bytes", "measure_activation_bytes",
-           "measure_routed_copy_bytes", "measure_fp8_mlp_bytes", "checkpointed_blocks"]
+           "measure_routed_copy_bytes", "measure_fp8_mlp_bytes", "measure_fp8_weight_bytes",
+           "checkpointed_blocks"]
 
 
 def checkpointed_blocks(blocks: int, share: float) -> list[int]:
@@ -125,21 +126,33 @@ def measure_routed_copy_bytes(hidden: int, expert_width: int, probs: str, copies
     return per_copy, out.detach().float(), [t.grad for t in (x, weights, w_in, w_out)]
 
 
-def _float8_linear(keep: str):
+def _float8_linear(keep: str, cache: dict | None = None, transpose: bool = False):
     """An FP8 linear layer, ``y = x W`` with both operands cast to float8 (e4m3, one scale a tensor) and the
     product taken in fp32, that keeps for the weight gradient either the FP8 copy of ``x`` it cast
     (``keep="fp8"``, as Transformer Engine's Linear does) or ``x`` itself (``"bf16"``, as torchao's
-    Float8Linear does, casting it again in backward).  Both give the same gradients."""
+    Float8Linear does, casting it again in backward).  Both give the same gradients.  With ``cache`` (a dict)
+    each weight is cast on its first use and the cast kept there for the later micro-batches of the step
+    (Transformer Engine's ``is_first_microbatch`` workspace), with ``transpose`` also a transposed copy for
+    the input gradient, as a GPU whose FP8 GEMMs take one layout (a Hopper) needs."""
     import torch
 
     def cast(t):
         scale = 448.0 / t.abs().amax().float().clamp(min=1e-12).item()   # e4m3's largest value at the max
         return (t.float() * scale).to(torch.float8_e4m3fn), scale
 
+    def weight(w):   # (the FP8 weight, the FP8 weight laid out for the input gradient, its scale)
+        if cache is None:
+            w8, scale = cast(w)
+            return w8, w8.T, scale
+        if id(w) not in cache:
+            w8, scale = cast(w)
+            cache[id(w)] = (w8, w8.T.contiguous() if transpose else w8.T, scale)
+        return cache[id(w)]
+
     class Float8Linear(torch.autograd.Function):
         @staticmethod
         def forward(ctx, x, w):
-            (x8, x_scale), (w8, w_scale) = cast(x), cast(w)
+            (x8, x_scale), (w8, _, w_scale) = cast(x), weight(w)
             ctx.save_for_backward(x8 if keep == "fp8" else x, w)
             ctx.x_scale = x_scale
             return ((x8.float() / x_scale) @ (w8.float() / w_scale)).to(x.dtype)
@@ -148,12 +161,40 @@ def _float8_linear(keep: str):
         def backward(ctx, grad):
             kept, w = ctx.saved_tensors
             x8, x_scale = (kept, ctx.x_scale) if keep == "fp8" else cast(kept)
-            w8, w_scale = cast(w)
-            grad_x = grad.float() @ (w8.float() / w_scale).T
+            _, w8_t, w_scale = weight(w)
+            grad_x = grad.float() @ (w8_t.float() / w_scale)
             grad_w = (x8.float() / x_scale).T @ grad.float()
             return grad_x.to(grad.dtype), grad_w.to(w.dtype)
 
     return Float8Linear.apply
+
+
+def measure_fp8_weight_bytes(hidden: int, ffn: int, transpose: bool, micro_batches: int = 2, tokens: int = 16,
+                             grad: bool = False):
+    """Bytes per weight element of the FP8 copies a step keeps of a SwiGLU MLP's two weights when its linear
+    layers run in FP8 (``_float8_linear``) and cast each weight once, on the step's first micro-batch, reusing
+    the cast for the rest (``Layout.fp8_weight_cache``; with ``Layout.fp8_params`` the cast *is* the weight):
+    counted from the storage the copies hold after ``micro_batches`` forward and backward passes.  1 with the
+    cast alone, 2 with the transposed copy (``transpose``) a Hopper's FP8 GEMMs need.  ``grad``: also return
+    the two weights' gradients summed over the micro-batches, and those of the same passes casting every time."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    w_in = (torch.randn(hidden, 2 * ffn, generator=g) / hidden ** 0.5).to(torch.bfloat16).requires_grad_()
+    w_out = (torch.randn(ffn, hidden, generator=g) / ffn ** 0.5).to(torch.bfloat16).requires_grad_()
+    batches = [torch.randn(tokens, hidden, generator=g).to(torch.bfloat16) for _ in range(micro_batches)]
+    cache: dict = {}
+    grads = []
+    for store in (cache, None):
+        linear = _float8_linear("fp8", store, transpose)
+        for x in batches:
+            linear(_swiglu(linear(x, w_in)), w_out).float().square().sum().backward()
+        grads.append([w.grad.clone() for w in (w_in, w_out)])
+        w_in.grad = w_out.grad = None
+    held = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for entry in cache.values() for t in entry[:2]}.values())
+    per_element = held / (w_in.numel() + w_out.numel())
+    return (per_element, *grads) if grad else per_element
 
 
 def measure_fp8_mlp_bytes(hidden: int, ffn: int, keep: str, tokens: int = 64, grad: bool = False):

@@ -34,7 +34,10 @@ gpt-oss (1.48) on B300s, Qwen3-30B-A3B on H100s (1.25).  Fifteen of eighteen wit
 their ranges, sixteen judged to fit as read: Llama 3.1 405B on GB200s at PP 16 with nothing recomputed, as its
 recipe runs it, was counted past a GB200's memory.  The memory model then kept each linear layer's saved input in
 bf16; Transformer Engine keeps the FP8 copy it casts for the weight gradient (``Layout.fp8_saved_inputs``, the
-default under FP8 since), and all eighteen fit as read, that run tightly.
+default under FP8 since), and all eighteen fit as read, that run tightly.  Counting since what each interleaved
+stage holds in flight as Megatron-Core's schedule does (stage 1 two chunks fewer than stage 0) and the weights its
+FP8 recipes keep in FP8 (``Layout.fp8_params``: 1 byte each on a Blackwell under tensor scaling, no bf16 copy),
+both PP 16 runs fit tightly; with bf16 weights the VP 4 one would not.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ def _recipe(family, config, read, settings):
 
 # Llama 3.1 405B at PP 16 on GB200s with no recompute, as its recipe runs it, was first counted past a GB200's 186 GB:
 # the memory model kept every linear layer's input in bf16.  Transformer Engine keeps the FP8 copy it cast
-# (``Layout.fp8_saved_inputs``, read in its linear.py after this replay), and the runs fit, the VP 4 one tightly.
+# (``Layout.fp8_saved_inputs``, read in its linear.py after this replay), and the runs fit, tightly, the VP 4 one
+# because its recipe keeps the weights in FP8 (``Layout.fp8_params``, Megatron-Bridge's fp8_param_gather).
 
 
 def _llama(gpu, gpus, tp, pp, cp, vp, mx, tps, tflops):

@@ -30,8 +30,8 @@ with ``model_tflops_per_gpu``. Stated in Sec. 3.3.2: pre-training at 8K "without
 checkpointing", asynchronous point-to-point communication in the pipeline, an interleaved schedule
 whose first model chunk on the first stage "has only the embedding" once one layer is taken from the
 first and the last stages, so a chunk holds one layer: 126 layers, the embedding and the loss make
-128 chunks, 8 on each of the 16 ranks (V = 8, derived: the paper prints no V, and no other
-interleaving fits in memory, so the range spans the constants alone). Assumed: micro-batch 1, flash
+128 chunks, 8 on each of the 16 ranks (V = 8, derived: the paper prints no V; on 8,192 GPUs no other
+interleaving fits in memory either; the range spans the constants alone). Assumed: micro-batch 1, flash
 attention with sequence parallelism, no dropout (the released model has none), FSDP gradients
 reduced during backward (ZeRO stage 2 traffic). Read so, they replay 1.19x (8,192 GPUs) and 1.20x
 (16,384) too fast: the larger a documented outlier, just outside the band, see ``outlier``.
@@ -119,7 +119,7 @@ _LLAMA3_405B = Model(126, 16384, 128, vocab=128256, seq_len=8192, ffn=53248, kv_
 
 
 _LLAMA_OUTLIER = ("read as Sec. 3.3.2 states it (no activation checkpointing, asynchronous pipeline sends, one layer "
-                  "a chunk: V = 8, the only interleaving that fits) the model predicts 1.20x the published "
+                  "a chunk: V = 8) the model predicts 1.20x the published "
                   "throughput on 16,384 GPUs, just outside the band (1.19x on 8,192, just inside); until 2026 it was "
                   "replayed with two virtual stages and the attention recomputed, which do not fit in memory.  The "
                   "miss is the pattern chapter 6 finds on H100s: Megatron-style runs read as published replay "

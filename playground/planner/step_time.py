@@ -62,7 +62,8 @@
   that with EP filling a node each rides its own NIC), of which at most the last micro-batch's backward
   can hide it when overlap is on.  The distributed optimizer (ZeRO-1/2, Megatron's ``--use-distributed-optimizer``)
   reduce-scatters the gradients instead, and all-gathers the updated bf16 weights behind the next
-  step's first forward (``--overlap-param-gather``, on with the overlap).  ZeRO-3 (FSDP) instead
+  step's first forward (``--overlap-param-gather``, on with the overlap); the linear weights in FP8 where
+  they are kept in FP8 under tensor scaling (``fp8_params``, Megatron's ``--fp8-param-gather``).  ZeRO-3 (FSDP) instead
   gathers each layer's parameters before its forward and its backward (every micro-batch: FSDP2's
   ``reshard_after_forward``) and reduce-scatters its gradients, each prefetched one layer ahead so
   that only what outlasts the layer's compute is exposed (the routed experts sharded over their
@@ -181,6 +182,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                                             experts) for moe in kinds)
         row["logits"] = logits_t if i == p - 1 else 0.0
         row.update(layers=n_layers, counts=counts, dense_params=dense_p, expert_params=expert_p,
+                   layer_params=stage_params(model, layout, i, n_layers, first - n_layers, embeddings=False)[0],
                    # what a transfer on another stream hides behind: the passes with the layers' collectives
                    windows=[sum(counts[moe] * pass_windows(costs[moe])[i] for moe in kinds) for i in (0, 1)])
         row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "zero3", "logits"))
@@ -214,11 +216,14 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                    replica_bw, eff, replica_name)
         gather_t = 0.0
     elif layout.zero_stage in (1, 2):  # distributed optimizer: reduce-scatter the gradients, each rank
-        # updates its shard, all-gather the updated bf16 weights (behind the next step's first forward)
+        # updates its shard, all-gather the updated weights (behind the next step's first forward): bf16, or
+        # the linear weights in FP8 where they are kept so (fp8_params; block scaling gathers bf16 and casts after)
         dp_t = allgather_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff, dp_link) \
             + allgather_time(slow["expert_params"] * layout.grad_bytes, expert_dp, edp_bw, eff, edp_link)
-        gather_t = allgather_time(slow["dense_params"] * BYTES, layout.dp * layout.cp, dp_bw, eff, dp_link) \
-            + allgather_time(slow["expert_params"] * BYTES, expert_dp, edp_bw, eff, edp_link)
+        wire = 1 if layout.fp8_primary_weights and layout.fp8_scaling != "block" else BYTES
+        dense_wire = (slow["dense_params"] - slow["layer_params"]) * BYTES + slow["layer_params"] * wire
+        gather_t = allgather_time(dense_wire, layout.dp * layout.cp, dp_bw, eff, dp_link) \
+            + allgather_time(slow["expert_params"] * wire, expert_dp, edp_bw, eff, edp_link)
     else:
         dp_t = allreduce_time(slow["dense_params"] * layout.grad_bytes, layout.dp * layout.cp, dp_bw, eff, dp_link) \
             + allreduce_time(slow["expert_params"] * layout.grad_bytes, expert_dp, edp_bw, eff, edp_link)

@@ -1,16 +1,19 @@
 """The planner's one memory model: per-layer activations that reduce to Korthikanti et al.'s for a GPT,
-model states under ZeRO, FSDP, HSDP and EP, 1F1B's in-flight micro-batches, the logits buffer, the
+model states under ZeRO, FSDP, HSDP and EP, FP8 weights, the pipeline schedules' in-flight micro-batches, the logits buffer, the
 allowance, Megatron's stage placement — and the published layouts that ran judged as fitting."""
 
 from dataclasses import replace
 
 import pytest
+import torch
 
 from playground import hardware
 from playground.planner import (FRAGMENTATION, FRAMEWORK_BYTES, Layout, Model, PlanError, activation_bytes_per_layer,
                                 layer_activation_bytes, memory_per_gpu, model_state_bytes, preset, stage_layers,
                                 usable_memory_bytes)
-from playground.planner.memory import fit_verdict, tight_note
+from playground.pipeline_parallel import max_in_flight, schedule_actions
+from playground.planner.measure import measure_fp8_weight_bytes
+from playground.planner.memory import fit_verdict, fp8_weight_bytes, in_flight_micro_batches, stage_params, tight_note
 
 GPT = Model(96, 12288, 96, seq_len=2048)
 LLAMA8, LLAMA70, LLAMA405 = preset("llama3-8b"), preset("llama3-70b"), preset("llama3-405b")
@@ -76,7 +79,19 @@ def test_1f1b_holds_p_micro_batches_on_the_first_stage_and_the_fullest_stage_is_
     per_layer = layer_activation_bytes(LLAMA405, lay)
     assert mem["activations"] == pytest.approx(8 * 15 * per_layer)
     interleaved = memory_per_gpu(LLAMA405, replace(lay, vpp=2))
-    assert interleaved["activations"] == pytest.approx(mem["activations"] * (1 + 15 / 32))
+    # stage 1's warm-up runs 2 (16 - 2) + 16 = 44 chunk forwards, then holds one more: 45 chunks of 4 layers
+    assert interleaved["in_flight_micro_batches"] == 45 / 2
+    assert interleaved["activations"] == pytest.approx(8 * 45 / 2 * per_layer)
+
+
+@pytest.mark.parametrize("p,v,m", [(4, 2, 8), (4, 4, 12), (8, 2, 16), (8, 4, 32), (16, 4, 32), (3, 3, 6)])
+def test_interleaved_stages_hold_what_the_schedule_keeps_in_flight(p, v, m):
+    """The closed form equals the most (micro-batch, chunk) forwards whose backward has not run, counted
+    on the interleaved 1F1B schedule chapter 3 runs, on every stage; stage 0's is Korthikanti et al.'s."""
+    for stage in range(p):
+        held = max_in_flight(schedule_actions("interleaved", p, m, stage, v))
+        assert in_flight_micro_batches(p, v, m, stage) == held / v
+    assert in_flight_micro_batches(p, v, m, 0) == pytest.approx(p * (1 + (p - 1) / (p * v)))
 
 
 def test_the_last_stage_holds_the_logits_and_the_loss_copy():
@@ -314,6 +329,37 @@ def test_transformer_engine_keeps_each_linear_layers_fp8_input_and_torchao_the_b
     assert layer_activation_bytes(LLAMA8, replace(lay, fp8_saved_inputs=False)) == bf16 > layer_activation_bytes(LLAMA8, lay)
     assert "bf16 inputs saved" in replace(lay, fp8_saved_inputs=False).describe()
     assert "bf16 inputs saved" not in lay.describe()
+
+
+def test_fp8_weight_copies_hold_what_the_memory_model_counts_as_pytorch_measures_it():
+    """A step whose linear layers cast each weight to FP8 once and reuse the cast keeps 1 byte a weight element,
+    2 with the transposed copy a Hopper's FP8 GEMMs need; the cached casts give the gradients casting every
+    micro-batch gives.  The memory model counts 2 on a Hopper, 1 on a Blackwell (whose FP8 GEMMs take either
+    layout), and under block scaling both directions with a scale per 32 elements."""
+    for transpose, hopper in ((False, False), (True, True)):
+        held, cached, fresh = measure_fp8_weight_bytes(256, 96, transpose, grad=True)
+        for a, b in zip(cached, fresh):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        gpu = hardware.gpu("H100" if hopper else "B200")
+        assert held == fp8_weight_bytes(Layout.today(1, dtype="fp8"), gpu) == (2 if hopper else 1)
+    assert fp8_weight_bytes(Layout.today(1, dtype="fp8", fp8_scaling="block"), hardware.gpu("B200")) == 2 + 1 / 16
+
+
+def test_fp8_weights_replace_the_bf16_ones_or_sit_beside_them():
+    """Megatron's --fp8-param-gather keeps each linear weight in FP8 and no bf16 copy: on a Hopper the cast and
+    its transpose take a bf16 weight's 2 bytes, on a Blackwell 1.  Without it the bf16 weights stay and Transformer
+    Engine's cached FP8 copies sit beside them for the step.  Only the layers' weights run in FP8: the
+    embedding and output layer keep their bf16 bytes.  ZeRO-3 gathers the weights for each use and keeps none."""
+    lay = Layout.today(8, 4, 4, global_batch=64, dtype="fp8")
+    layers = stage_params(LLAMA70, lay, 0, 20, 0, embeddings=False)[0]
+    bf16 = memory_per_gpu(LLAMA70, replace(lay, dtype="bf16"), "H100")["model_state_parts"]["parameters"]
+    for gpu, fp8_params, extra in (("H100", True, 0), ("H100", False, 2), ("B200", True, -1), ("B200", False, 1)):
+        parts = memory_per_gpu(LLAMA70, replace(lay, fp8_params=fp8_params), gpu)["model_state_parts"]
+        assert parts["parameters"] == pytest.approx(bf16 + extra * layers)
+    assert layers < stage_params(LLAMA70, lay, 0, 20, 0)[0]   # stage 0 also holds the embedding
+    fsdp = Layout.today(1, 1, 64, global_batch=64, zero_stage=3)
+    assert memory_per_gpu(LLAMA70, replace(fsdp, dtype="fp8"), "B200")["model_states"] == \
+        memory_per_gpu(LLAMA70, fsdp, "B200")["model_states"]
 
 
 def test_recomputing_a_share_of_the_blocks_keeps_that_share_of_inputs_and_the_rest_whole():

@@ -101,22 +101,28 @@ def test_layouts_fit_the_memory_model_or_say_why_not(compared):
 
 
 def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(compared):
-    """Nine published runs (Nemotron-4 340B on 128 H100s thrice, gpt-oss 120B on 64 B200s at EP 8 with
-    nothing recomputed, as Megatron-Bridge 25.11's recipe ran it, three of llm-foundry's MPT runs, each at
-    the largest micro-batch its table found to fit, its checkpointed layers' inputs kept on autocast's
-    fp32 stream, fms-fsdp's compiled 70B on H100s, 71% of its blocks recomputed as its counters read, and
-    Llama 3.1 405B on 256 GB200s at PP 16 VP 4 with nothing recomputed, as Megatron-Bridge 26.06's recipe runs it)
-    count past the usable memory but inside the GPU's: each ran, so the planner says they fit, only
-    tightly.  The MoE runs that once joined them (gpt-oss on AutoModel, Qwen3-30B-A3B on B200s,
-    DeepSeek-V3 on 1,024 H100s) left once a MoE layer kept what Megatron-Core v0.13 keeps; Llama 3.1 405B on
-    GB300s at TP 2 CP 2 left, and the GB200 run came in from past the GPU's memory, once each linear layer kept the
-    FP8 copy of its input Transformer Engine keeps."""
+    """Ten published runs of the stacks (Nemotron-4 340B on 128 H100s thrice, gpt-oss 120B on 64 B200s at EP 8
+    with nothing recomputed, as Megatron-Bridge 25.11's recipe ran it, three of llm-foundry's MPT runs, each at
+    the largest micro-batch its table found to fit, its checkpointed layers' inputs kept on autocast's fp32
+    stream, fms-fsdp's compiled 70B on H100s, 71% of its blocks recomputed as its counters read, and Llama 3.1
+    405B on 256 GB200s at PP 16, VP 4 and VP 8, with nothing recomputed, as Megatron-Bridge 26.06's recipes run
+    it) and Llama 3 405B on 8,192 H100s count past the usable memory but inside the GPU's: each ran, so the
+    planner says they fit, only tightly.  The MoE runs that once joined them (gpt-oss on AutoModel, Qwen3-30B-A3B
+    on B200s, DeepSeek-V3 on 1,024 H100s) left once a MoE layer kept what Megatron-Core v0.13 keeps; Llama 3.1
+    405B on GB300s at TP 2 CP 2 left, and the GB200 VP 4 run came in from past the GPU's memory, once each linear
+    layer kept the FP8 copy of its input Transformer Engine keeps; the GB200 VP 8 run and Llama 3's came in once
+    each interleaved stage held what its schedule keeps in flight (stage 1 of 16 two chunks fewer than stage 0,
+    not a whole stage's share fewer), and the GB200 VP 4 run stays inside the GPU only because its recipe keeps
+    the weights in FP8 (``fp8_params``: 1 byte each on a Blackwell, not bf16's 2)."""
     from playground.planner.replay import tight_runs
     tight = sorted(row.name for row, prediction, *_ in compared if prediction["memory"]["tight"])
-    assert sorted(tight_runs()) == tight   # what chapter 5 prints: the Megatron-era rows add none
-    assert len(tight) == 9 and sum("340B" in n for n in tight) == 3 and sum(n.startswith("MPT-") for n in tight) == 3
+    assert sorted(tight_runs()) == sorted(tight + ["Llama 3 405B, 8,192 GPUs"])  # what chapter 5 prints
+    assert len(tight) == 10 and sum("340B" in n for n in tight) == 3 and sum(n.startswith("MPT-") for n in tight) == 3
     assert [n for n in tight if " B200" in n] == ["GPT OSS 120B, 64 B200, EP 8, BF16"]
-    assert [n for n in tight if "GB200" in n or "GB300" in n] == ["LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 4, FP8-CS, 26.06"]
+    assert [n for n in tight if "GB200" in n or "GB300" in n] == [
+        "LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 4, FP8-CS, 26.06", "LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 8, FP8-MX, 26.06"]
+    gb200 = next(row for row, *_ in compared if row.name.startswith("LLAMA3.1_405B, 256 GB200, TP 4 PP 16 VP 4"))
+    assert not memory_per_gpu(gb200.model, replace(gb200.layout, fp8_params=False), gb200.cluster.gpu)["fits"]
 
 
 def test_each_fp8_row_is_priced_at_the_scaling_its_stack_ran():
