@@ -101,6 +101,17 @@ def test_a_plan_that_does_not_fit_names_the_smallest_changes_that_would():
     assert all(a["memory_bytes"] <= p["memory"]["usable"] for a in p["fit_advice"])
 
 
+def test_fp8_weights_kept_beside_bf16_ones_are_named_as_a_way_to_fit():
+    """Llama 3 70B at TP 4 x PP 4 (VP 5) on 64 H100s in FP8 with bf16 weights fits only tightly: each weight
+    keeps its FP8 cast and transpose beside it.  Among the changes that would leave room, the plan names the
+    flag that keeps the weights in FP8 alone, 2 bytes a weight less."""
+    p = cp.plan(model="llama3-70b", tokens=1e12, gpus=64, tp=4, pp=4, vpp=5, dtype="fp8", fp8_params=False,
+                global_batch_tokens=2 ** 22)
+    assert p["memory"]["tight"]
+    advice = {a["change"]: a["memory_bytes"] for a in p["fit_advice"]}
+    assert advice["--fp8-params"] <= p["memory"]["usable"] < p["memory"]["total"]
+
+
 def test_a_search_that_finds_nothing_says_so_and_what_would_fit():
     p = cp.plan(model="llama3-405b", tokens=1e12, gpus=8, gpu="A100-40GB")
     assert not p["memory"]["fits"] and p["search"]["fit"] == 0
