@@ -87,11 +87,18 @@ def test_1f1b_holds_p_micro_batches_on_the_first_stage_and_the_fullest_stage_is_
 @pytest.mark.parametrize("p,v,m", [(4, 2, 8), (4, 4, 12), (8, 2, 16), (8, 4, 32), (16, 4, 32), (3, 3, 6)])
 def test_interleaved_stages_hold_what_the_schedule_keeps_in_flight(p, v, m):
     """The closed form equals the most (micro-batch, chunk) forwards whose backward has not run, counted
-    on the interleaved 1F1B schedule chapter 3 runs, on every stage; stage 0's is Korthikanti et al.'s."""
+    on the interleaved 1F1B schedule chapter 2 runs, on every stage; stage 0's is Korthikanti et al.'s.  With
+    as many micro-batches as stages, chapter 2's schedule (Megatron-LM's of 2021) runs every forward first on
+    every stage, Megatron-Core's only where its warm-up reaches them all: the two agree on stages 0 and 1,
+    the fullest."""
     for stage in range(p):
         held = max_in_flight(schedule_actions("interleaved", p, m, stage, v))
         assert in_flight_micro_batches(p, v, m, stage) == held / v
     assert in_flight_micro_batches(p, v, m, 0) == pytest.approx(p * (1 + (p - 1) / (p * v)))
+    if p >= 4:
+        for stage in (0, 1):
+            held = max_in_flight(schedule_actions("interleaved", p, p, stage, v))
+            assert in_flight_micro_batches(p, v, p, stage) == held / v == p
 
 
 def test_the_last_stage_holds_the_logits_and_the_loss_copy():
