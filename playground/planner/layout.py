@@ -162,7 +162,8 @@ class Layout:
         reduction overlapped with backward and done in fp32 (torchtitan's ``mixed_precision_reduce`` and
         Megatron-Bridge's ``grad_reduce_in_fp32`` default), the interleaved schedule's point-to-point
         transfers behind compute (``p2p_overlap``), no recomputation; under FP8, Transformer Engine's
-        saving of each linear layer's FP8 input (``fp8_saved_inputs``, a field default).  Any knob given
+        saving of each linear layer's FP8 input (``fp8_saved_inputs``) and the weights kept in FP8
+        (``fp8_params``, Megatron's --fp8-param-gather), field defaults.  Any knob given
         overrides them."""
         cp = knobs.get("cp", 1)
         defaults = dict(recompute="none", sequence_parallel=tp > 1, flash_attention=True, dropout=False,
