@@ -364,6 +364,9 @@ def test_fp8_weights_replace_the_bf16_ones_or_sit_beside_them():
         parts = memory_per_gpu(LLAMA70, replace(lay, fp8_params=fp8_params), gpu)["model_state_parts"]
         assert parts["parameters"] == pytest.approx(bf16 + extra * layers)
     assert layers < stage_params(LLAMA70, lay, 0, 20, 0)[0]   # stage 0 also holds the embedding
+    assert "bf16 weights" in replace(lay, fp8_params=False).describe() and "bf16 weights" not in lay.describe()
+    cast_afresh = replace(lay, fp8_params=False, fp8_weight_cache=False)   # bf16 weights, no copy kept
+    assert memory_per_gpu(LLAMA70, cast_afresh, "H100")["model_state_parts"]["parameters"] == pytest.approx(bf16)
     fsdp = Layout.today(1, 1, 64, global_batch=64, zero_stage=3)
     assert memory_per_gpu(LLAMA70, replace(fsdp, dtype="fp8"), "B200")["model_states"] == \
         memory_per_gpu(LLAMA70, fsdp, "B200")["model_states"]
