@@ -202,10 +202,15 @@ class Layout:
         return 1 / self.micro_batches if self.fp8_weight_cache and self.zero_stage != 3 else 1.0
 
     @property
+    def keeps_fp8_weights(self) -> bool:
+        """An FP8 copy of each linear weight is kept through the step: under FP8, outside ZeRO-3 (which
+        gathers the weights for each use) and cast once a step (``fp8_weight_cache``)."""
+        return self.dtype == "fp8" and self.fp8_weight_cache and self.zero_stage != 3
+
+    @property
     def fp8_primary_weights(self) -> bool:
-        """The linear weights are kept in FP8 themselves (``fp8_params``): under FP8, outside ZeRO-3 (which
-        gathers them for each use) and cast once a step (``fp8_weight_cache``)."""
-        return self.dtype == "fp8" and self.fp8_params and self.fp8_weight_cache and self.zero_stage != 3
+        """That copy is the weight itself, no bf16 one beside it (``fp8_params``)."""
+        return self.keeps_fp8_weights and self.fp8_params
 
     @property
     def expert_tp_degree(self) -> int:
@@ -257,8 +262,7 @@ class Layout:
                                          (self.dtype == "fp8" and not self.fp8_saved_inputs and not self.fp8_activations,
                                           "bf16 inputs saved"),
                                          (self.moe_probs == "combine", "expert outputs kept"),
-                                         (self.dtype == "fp8" and self.zero_stage != 3 and self.fp8_weight_cache
-                                          and not self.fp8_params, "bf16 weights"),
+                                         (self.keeps_fp8_weights and not self.fp8_params, "bf16 weights"),
                                          (self.dtype == "fp8" and self.zero_stage != 3 and not self.fp8_weight_cache,
                                           "FP8 weights cast every micro-batch"),
                                          (not self.loss_fp32, "bf16 loss"),

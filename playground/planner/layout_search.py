@@ -244,7 +244,7 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
                                          "first_stage_layers": None, "last_stage_layers": None})
                 if layout.global_batch % (new.dp * new.micro_batch) == 0:
                     tries.append((f"--{knob} {value * factor} (DP {new.dp})", new))
-    if layout.dtype == "fp8" and layout.zero_stage != 3 and layout.fp8_weight_cache and not layout.fp8_params:
+    if layout.keeps_fp8_weights and not layout.fp8_params:
         tries.append(("--fp8-params", replace(layout, fp8_params=True)))   # the FP8 copy becomes the weight
     if layout.micro_batch > 1:
         tries.append(("--micro-batch-size 1", replace(layout, micro_batch=1)))

@@ -142,9 +142,9 @@ def _fp8_weight_extra(layout: Layout, gpu=None) -> float:
     """Bytes a linear weight element holds beyond its bf16 parameter's 2 under FP8: the FP8 weight in place
     of the bf16 one (``Layout.fp8_primary_weights``), or the FP8 copy beside it (``fp8_weight_cache``); none
     where each micro-batch casts afresh, nor under ZeRO-3, which gathers the weights for each use."""
-    if layout.dtype != "fp8" or layout.zero_stage == 3 or not layout.fp8_weight_cache:
+    if not layout.keeps_fp8_weights:
         return 0.0
-    return fp8_weight_bytes(layout, gpu) - (BYTES if layout.fp8_params else 0)
+    return fp8_weight_bytes(layout, gpu) - (BYTES if layout.fp8_primary_weights else 0)
 
 
 def largest_weight(model: Model, layout: Layout) -> float:
