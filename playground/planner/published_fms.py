@@ -56,11 +56,12 @@ def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False, c
     share = share_from_counters(*counters) if counters else 1.0
     layout = Layout.today(1, 1, gpus, micro_batch=batch, global_batch=gpus * batch, zero_stage=3,
                           shard_group=8 if hsdp else None, recompute="full" if ac else "none",
-                          recompute_share=share, kernels="fused" if compiled else "eager", grad_reduce="bf16")
+                          recompute_share=share, kernels="fused" if compiled else "eager", grad_reduce="bf16",
+                          attention_kernel="fa2")
     note = (f"{table}; sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP "
             "shard group not in the table: sharding_group_size 8 (default, one node); the network the README's "
             f"2024-03-13 table names, {_NODE_GBPS[gpu]} Gb/s a node (NCCL's rings share it over the node's eight "
-            f"GPUs); FSDP1 (not FSDP2), SDPA flash attention, {'torch.compile' if compiled else 'no torch.compile'}; "
+            f"GPUs); FSDP1 (not FSDP2), SDPA's FlashAttention-2 (the README: 'SDPA implementation of Flash attention v2'), {'torch.compile' if compiled else 'no torch.compile'}; "
             "gradients reduced in bf16 (fms_fsdp/policies/mixed_precision.py: bfSixteen, reduce_dtype bfloat16)")
     if counters:
         note += (f"; 'Selective AC': a share of the blocks checkpointed that the table does not give, read from its "

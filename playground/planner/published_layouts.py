@@ -31,8 +31,9 @@ checkpointing", asynchronous point-to-point communication in the pipeline, an in
 whose first model chunk on the first stage "has only the embedding" once one layer is taken from the
 first and the last stages, so a chunk holds one layer: 126 layers, the embedding and the loss make
 128 chunks, 8 on each of the 16 ranks (V = 8, derived: the paper prints no V; on 8,192 GPUs no other
-interleaving fits in memory either; the range spans the constants alone). Assumed: micro-batch 1, flash
-attention with sequence parallelism, no dropout (the released model has none), FSDP gradients
+interleaving fits in memory either). The paper names no attention kernel, so the range spans FlashAttention-2,
+FlashAttention-3 and cuDNN's beside the constants (FlashAttention-3, the nominal, was published that July).
+Assumed: micro-batch 1, flash attention with sequence parallelism, no dropout (the released model has none), FSDP gradients
 reduced during backward (ZeRO stage 2 traffic). Read so, they replay 1.19x (8,192 GPUs) and 1.20x
 (16,384) too fast: the larger a documented outlier, just outside the band, see ``outlier``.
 

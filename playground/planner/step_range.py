@@ -49,6 +49,9 @@ SETTINGS = {
     "sequence_parallel": (False, True),
     "tp_overlap": ("none", "forward", "all"),
     "cp_method": ("ring", "allgather", "ulysses"),
+    # a source that says "flash attention" without naming the kernel: FlashAttention-2 (SDPA's until PyTorch
+    # 2.5), FlashAttention-3 (from July 2024) or cuDNN's (Transformer Engine's); the 2022 FlashAttention-1 left out
+    "attention_kernel": ("fa2", "fa3", "cudnn"),
     # dropless routing: the busiest EP rank over the mean.  The MoE Model Zoo's Qwen3-235B runs lose
     # 9-25% of their throughput dropless against forced balance (best_practice/Qwen3/readme.md)
     "moe_imbalance": (1.0, 1.25, 1.5),
@@ -103,6 +106,8 @@ def setting_choices(model: Model, layout: Layout, field: str) -> list:
             if layout.zero_stage == 3 else [layout.shard_group]
     elif field == "sequence_parallel" and layout.tp == 1:
         values = [False]
+    elif field == "attention_kernel" and not layout.flash_attention:   # unfused attention names no kernel
+        values = [layout.attention_kernel]
     elif field in ("moe_launch", "moe_probs") and not model.is_moe:
         values = [getattr(layout, field)]
     else:

@@ -48,6 +48,26 @@ def test_choices_are_the_values_the_layout_allows():
         setting_choices(MODEL, LAYOUT, "tp")
 
 
+def test_an_unnamed_attention_kernel_spans_flashattention_2_and_3_and_cudnns():
+    """A source that says "flash attention" without naming the kernel leaves it open: on a Hopper the
+    range reaches FlashAttention-2's slower rate; unfused attention names no kernel to vary."""
+    assert setting_choices(MODEL, LAYOUT, "attention_kernel") == ["fa2", "fa3", "cudnn"]
+    assert setting_choices(MODEL, replace(LAYOUT, flash_attention=False), "attention_kernel") == [LAYOUT.attention_kernel]
+    named = predict_range(MODEL, CLUSTER, LAYOUT)["step_time_range_s"]
+    unnamed = predict_range(MODEL, CLUSTER, LAYOUT, ("attention_kernel",))["step_time_range_s"]
+    assert unnamed[1] > named[1]
+
+
+def test_llama3s_published_values_lie_inside_ranges_that_span_its_unnamed_kernel():
+    """Dubey et al. name no attention kernel; over FlashAttention-2, -3 and cuDNN's (and the constants'
+    spread) both Table 4 rows hold their published TFLOP/s, the 16,384-GPU one only with FlashAttention-2
+    in the range."""
+    from playground.planner.replay import UNSTATED, range_table
+    assert UNSTATED["Llama 3 405B, H100 (Dubey Table 4)"] == ("attention_kernel",)
+    llama = [r for r in range_table() if r["name"].startswith("Llama 3 405B")]
+    assert len(llama) == 2 and all(r["inside"] for r in llama)
+
+
 def test_a_source_that_says_ddp_leaves_the_distributed_optimizer_open_never_zero3():
     """Megatron-Bridge's "FSDP = 0" rules out ZeRO-3 but not the distributed optimizer: the range
     spans DDP with and without it (ZeRO 0 and 1), and is narrower than one over every ZeRO stage."""
