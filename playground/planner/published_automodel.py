@@ -72,8 +72,8 @@ _DSV3_NOTE = ("activation checkpointing on, reshard_after_forward off (the confi
 
 AUTOMODEL = (
     _row("Qwen3 MoE 30B, FSDP 8 EP 8, MBS 4", QWEN3_30B, 8,
-         Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, attention_kernel="fa3", recompute="full"),
-         12040, "Transformer Engine attention (cuDNN: fa3); activation checkpointing on (the config)"),
+         Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, attention_kernel="cudnn", recompute="full"),
+         12040, "Transformer Engine attention (its cuDNN backend on Hopper); activation checkpointing on (the config)"),
     _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", gpt_oss(24, 32, "gpt-oss-20b"), 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=2, global_batch=256, attention_kernel="fa2"),
          13058, _GPT_OSS_NOTE.format(ep=8)),
@@ -81,13 +81,13 @@ AUTOMODEL = (
          Layout.today(1, 1, 64, ep=64, micro_batch=2, global_batch=512, attention_kernel="fa2"),
          7626, _GPT_OSS_NOTE.format(ep=64)),
     _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 64", DEEPSEEK_V3_4K, 256,
-         Layout.today(1, 4, 64, ep=64, micro_batch=1, global_batch=512, vpp=8, attention_kernel="fa3",
+         Layout.today(1, 4, 64, ep=64, micro_batch=1, global_batch=512, vpp=8, attention_kernel="cudnn",
                       recompute="full", reshard_after_forward=False), 1002, _DSV3_NOTE),
     _row("DeepSeek-V3 671B, PP 4 VP 8 EP 64 FSDP 256", DEEPSEEK_V3_4K, 1024,
-         Layout.today(1, 4, 256, ep=64, micro_batch=1, global_batch=8192, vpp=8, attention_kernel="fa3",
+         Layout.today(1, 4, 256, ep=64, micro_batch=1, global_batch=8192, vpp=8, attention_kernel="cudnn",
                       recompute="full", reshard_after_forward=False), 865, _DSV3_NOTE),
     _row("Kimi K2 1T, PP 8 VP 4 EP 32 FSDP 32", _KIMI_K2, 256,
-         Layout.today(1, 8, 32, ep=32, micro_batch=1, global_batch=512, vpp=4, attention_kernel="fa3",
+         Layout.today(1, 8, 32, ep=32, micro_batch=1, global_batch=512, vpp=4, attention_kernel="cudnn",
                       recompute="full"), 924,
          "activation checkpointing on (the config); reshard_after_forward not in it (FSDP2's default, on, "
          "taken); the interleaved 1F1B schedule, two layers a virtual stage", ("reshard_after_forward",)),
