@@ -73,7 +73,9 @@ _DSV3_NOTE = ("activation checkpointing on, reshard_after_forward off (the confi
 AUTOMODEL = (
     _row("Qwen3 MoE 30B, FSDP 8 EP 8, MBS 4", QWEN3_30B, 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, attention_kernel="cudnn", recompute="full"),
-         12040, "Transformer Engine attention (its cuDNN backend on Hopper); activation checkpointing on (the config)"),
+         12040, "Transformer Engine attention: cuDNN's, which TE picks over FlashAttention on Hopper and later "
+                "(its get_attention_backend: \"give FusedAttention preference on Hopper+\"); activation "
+                "checkpointing on (the config)"),
     _row("gpt-oss 20B, FSDP 8 EP 8, MBS 2", gpt_oss(24, 32, "gpt-oss-20b"), 8,
          Layout.today(1, 1, 8, ep=8, micro_batch=2, global_batch=256, attention_kernel="fa2"),
          13058, _GPT_OSS_NOTE.format(ep=8)),

@@ -13,7 +13,9 @@ the first table's (3,760); the network is taken for the first table's rows, whic
 Kept from the 2024-03-13 table: its H100 column's 7B (HSDP, no checkpointing), 34B and 70B (FSDP, full
 checkpointing), and its A100 column's 34B and 70B, all at two sequences a GPU; from the table of
 2024-05-09 (``ed74fd5``, the same column heads), the 7B under torch.compile on both clusters
-(``kernels="fused"``).
+(``kernels="fused"``).  Every row runs "SDPA implementation of Flash attention v2", as each README's first
+lines say: FlashAttention-2 (``attention_kernel="fa2"``), at its Hopper rate on the H100s (FlashAttention-3
+came in July 2024, after all three tables).
 
 "Selective AC" (the 13B of 2024-03-13; the compiled 13B, 34B and 70B) checkpoints a share p of the
 blocks, evenly spread (``selective_checkpointing``; ``Layout.recompute_share``), that neither table
@@ -61,7 +63,8 @@ def _row(size, gpu, gpus, hsdp, ac, batch, tps, source, table, compiled=False, c
     note = (f"{table}; sequence length not in the table: 4096 (the README's 4k context, the config default); HSDP "
             "shard group not in the table: sharding_group_size 8 (default, one node); the network the README's "
             f"2024-03-13 table names, {_NODE_GBPS[gpu]} Gb/s a node (NCCL's rings share it over the node's eight "
-            f"GPUs); FSDP1 (not FSDP2), SDPA's FlashAttention-2 (the README: 'SDPA implementation of Flash attention v2'), {'torch.compile' if compiled else 'no torch.compile'}; "
+            f"GPUs); FSDP1 (not FSDP2), SDPA's FlashAttention-2 (the README: 'SDPA implementation of Flash "
+            f"attention v2'), {'torch.compile' if compiled else 'no torch.compile'}; "
             "gradients reduced in bf16 (fms_fsdp/policies/mixed_precision.py: bfSixteen, reduce_dtype bfloat16)")
     if counters:
         note += (f"; 'Selective AC': a share of the blocks checkpointed that the table does not give, read from its "
