@@ -22,7 +22,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "FP8_SCALINGS", "EP_DISPATCHERS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "RECOMPUTE_SHARES",
+           "DTYPES", "FP8_SCALINGS", "EP_DISPATCHERS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "PP_SCHEDULES", "RECOMPUTE_SHARES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -40,6 +40,9 @@ CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
 MOE_LAUNCH = ("grouped", "per_expert", "graphed")
+# pipeline schedules (step_time's bubble): 1F1B (interleaved when vpp > 1), or ZB-H1, 1F1B with each backward split
+# into its input-gradient half and a weight-gradient half deferred into the bubble (Qi et al. 2024)
+PP_SCHEDULES = ("1f1b", "zb-h1")
 MOE_PROBS = ("activation", "combine")
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75)  # the shares of the blocks recomputed whole that the planner tries below all
 
@@ -154,6 +157,9 @@ class Layout:
                                      # both stacks wait on them, as Megatron-LM of 2021-22 did at any vpp
     first_stage_layers: int | None = None  # uneven pipeline: layers of the first / last stage
     last_stage_layers: int | None = None
+    pp_schedule: str = "1f1b"        # PP_SCHEDULES: 1f1b (interleaved when vpp > 1) | zb-h1 (Qi et al. 2024's
+                                     # zero-bubble schedule at 1F1B's memory: each backward split into its input
+                                     # gradient and a weight gradient run later, into what would be the bubble)
 
     @classmethod
     def today(cls, tp: int = 1, pp: int = 1, dp: int = 1, **knobs) -> "Layout":
@@ -256,6 +262,7 @@ class Layout:
                                          (self.ep > 1 and self.ep_overlap, "EP all-to-all overlap"),
                                          (self.pp > 1 and self.vpp > 1 and not self.p2p_overlap,
                                           "PP transfers exposed"),
+                                         (self.pp > 1 and self.pp_schedule != "1f1b", f"{self.pp_schedule.upper()} schedule"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.autocast_fp32 and not self.fp32_gather, "autocast over fp32 weights"),
                                          (self.fp8_activations, "FP8 activations"),

@@ -11,7 +11,8 @@ import math
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
-from playground.planner.layout import (CP_METHODS, DTYPES, EP_DISPATCHERS, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE,
+from playground.planner.layout import (CP_METHODS, DTYPES, EP_DISPATCHERS, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS,
+                                      PP_SCHEDULES, RECOMPUTE,
                                        RECOMPUTE_MODULES, TP_OVERLAP, Layout)
 
 __all__ = ["check_layout", "check_recompute_modules"]
@@ -107,6 +108,14 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.vpp > 1 and layout.micro_batches % layout.pp:
         raise PlanError(f"the interleaved schedule needs the {layout.micro_batches} micro-batches "
                         f"to be a multiple of PP={layout.pp}")
+    if layout.pp_schedule not in PP_SCHEDULES:
+        raise PlanError(f"pp_schedule must be one of {', '.join(PP_SCHEDULES)}, got {layout.pp_schedule!r}")
+    if layout.pp_schedule == "zb-h1" and layout.vpp > 1:
+        raise PlanError(f"the ZB-H1 schedule runs one chunk a stage: use vpp 1, not {layout.vpp} (interleaving is "
+                        "the 1f1b schedule with vpp > 1)")
+    if layout.pp_schedule == "zb-h1" and layout.pp > 1 and layout.micro_batches < layout.pp:
+        raise PlanError(f"the ZB-H1 schedule needs at least as many micro-batches as stages: "
+                        f"{layout.micro_batches} < PP={layout.pp}")
     if layout.recompute not in RECOMPUTE:
         raise PlanError(f"recompute must be one of {', '.join(RECOMPUTE)}, got {layout.recompute!r}")
     _check_modules(model, layout)

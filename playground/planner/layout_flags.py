@@ -8,7 +8,7 @@ import argparse
 
 from playground.planner.costs import FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS
+from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, PP_SCHEDULES
 from playground.planner.flag_values import number, whole
 from playground.planner.step_range import SETTINGS
 
@@ -140,6 +140,10 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "on whenever the schedule is interleaved; torch.distributed.pipelining posts its receives ahead); "
                      "--no-p2p-overlap waits on each, as Megatron-LM of 2021-22 did; without interleaving both wait "
                      "(default: on)")
+    lay.add_argument("--pp-schedule", choices=PP_SCHEDULES, default=None, help="the pipeline schedule: 1f1b "
+                     "(interleaved with --vpp > 1) or zb-h1, Qi et al.'s zero-bubble schedule at 1F1B's memory, which "
+                     "splits each backward into its input gradient and a weight gradient run later, into the fill and "
+                     "drain; it needs --vpp 1 and at least as many micro-batches as stages (default: 1f1b)")
     lay.add_argument("--fp8-weight-cache", action=_BOOL, default=None, help="with --dtype fp8 and without "
                      "ZeRO-3, cast each weight to FP8 once per step and reuse it for the step's other micro-batches "
                      "(Transformer Engine's is_first_microbatch, which Megatron-Core sets); --no-fp8-weight-cache "
@@ -196,7 +200,7 @@ def layout_knobs(opts) -> dict:
     for key in ("recompute", "dtype", "fp8_scaling", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "moe_probs", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "fp8_params", "grad_reduce", "cp_method", "fp8_activations", "fp8_saved_inputs", "fp32_gather",
-                "autocast_fp32",
+                "autocast_fp32", "pp_schedule",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}

@@ -26,7 +26,10 @@
   collective runs beside them, for half the step (0.84 in bf16, 0.90 in FP8; on one GPU, with no
   collective, none of it); a Blackwell's bf16 work 0.853 (FlashAttention-4 held on a B200), its FP8 all.
 * **bubble**: the 1F1B / interleaved schedule idles ``(p - 1) / v`` micro-batch slots out of
-  ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2).
+  ``m + (p - 1) / v`` (Narayanan et al. 2021, Sec. 2.2); ZB-H1 (``pp_schedule="zb-h1"``) runs each
+  weight gradient W apart from its input gradient B and into the fill and drain, idling ``(p - 1)(F + B - W)``
+  where 1F1B idles ``(p - 1)(F + B + W)`` (Qi et al. 2024, Table 1; ``weight_gradient_time``), at 1F1B's
+  memory.
 * **tensor-parallel** all-reduces (2 per layer forward, 2 backward, 2 more when recomputing) on the
   link TP rides: NVLink when the TP group's size divides the GPUs per node (so every group sits in
   one node), the network otherwise, one NIC per GPU (Narayanan et al.'s Fig. 13: TP collapses
@@ -118,7 +121,7 @@ from playground.planner.layer_costs import layer_costs, layer_elementwise, layer
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
 
-__all__ = ["predict", "power_clock"]
+__all__ = ["predict", "power_clock", "weight_gradient_time"]
 
 # HBM bytes per logit of a cross-entropy on the bf16 logits (``loss_fp32=False``), accounted as
 # ``Efficiency.loss_bytes`` is for the fp32 one: log-softmax reads its input twice and writes once
@@ -133,6 +136,13 @@ def power_clock(cluster: Cluster, eff: Efficiency = EFFICIENCY) -> float:
     if not limit or not tdp or limit >= tdp:
         return 1.0
     return (limit / tdp) ** eff.power_exponent
+
+
+def weight_gradient_time(counts: dict, costs: dict) -> float:
+    """Seconds of a stage's weight-gradient GEMMs for one micro-batch, the W that a zero-bubble schedule runs
+    apart from the input gradient B: half of each layer's backward GEMMs (the two carry the same FLOPs; the
+    attention core has no weight and is all B)."""
+    return sum(n * costs[moe]["parts"]["gemm_backward"] / 2 for moe, n in counts.items() if n)
 
 
 # ----------------------------------------------------------------------------- the prediction
@@ -197,8 +207,10 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         # the forward crossings behind forward chunks, the backward ones behind backward chunks
         p2p_mb = overlapped(p2p_mb / 2, slow["windows"][0], gpu, eff) + overlapped(p2p_mb / 2, slow["windows"][1], gpu, eff)
     per_mb = slow["total"] + p2p_mb
-    pipeline_t = (m + (p - 1) / v) * per_mb
     bubble_t = (p - 1) / v * per_mb
+    if p > 1 and layout.pp_schedule == "zb-h1":   # each weight gradient deferred into the bubble: (p - 1)(F + B - W)
+        bubble_t = (p - 1) * max(0.0, per_mb - 2 * weight_gradient_time(slow["counts"], costs))
+    pipeline_t = m * per_mb + bubble_t
 
     # data parallelism: gradients of what each GPU holds (dense over DP x CP, experts over DP x CP / EP)
     expert_dp = layout.expert_dp
@@ -274,7 +286,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "time_breakdown": breakdown,
         "fractions": {k: v_ / step for k, v_ in breakdown.items()},
         "compute_parts": {"gemm": m * tensor_core_s, "elementwise": m * elementwise_s, "logits": m * slow["logits"]},
-        "bubble_fraction": (p - 1) / (v * m) if p > 1 else 0.0,
+        "bubble_fraction": bubble_t / (m * per_mb) if p > 1 else 0.0,
         "gemm_efficiency": gemm_flops / (gemm_s * gpu.peak_bf16_flops) if gemm_s else 0.0,
         "links": {"tp": tensor_parallel_link(layout, cluster)[0], "dp": dp_link, "pp": pp_link,
                   "cp": context_parallel_link(layout, cluster)[0], "ep": expert_parallel_link(layout, cluster)[0],
