@@ -8,7 +8,9 @@ et al. 2021 Table 2, OPT-175B (FSDP + TP 8), llm-foundry's MPT sweep (``publishe
 on A100s and H100s), NeMo AutoModel (``published_automodel``: PyTorch's FSDP2 with EP on H100s), NeMo's
 benchmarks (``published_nemo``: Megatron-Core on H100s), Megatron-LM's weak-scaling table
 (``published_megatron``: GPT 1.7B-462B on H100s) and Megatron-Bridge's measured A/B of its EP overlap
-(``published_bridge_ab``: Qwen3-30B-A3B on 16 H100s, the overlap off and on).  Every row keeps apart:
+(``published_bridge_ab``: Qwen3-30B-A3B on 16 H100s, the overlap off and on); the held-out sets add
+Megatron-Bridge's 26.04.01 and 26.06 tables, NeMo AutoModel's of 2026-04 and the Megatron-Core MoE report's Table 11
+(``published_moe_report``).  Every row keeps apart:
 
 * what the source states: the numbers quoted exactly, the page and the commit or date read;
 * ``unstated``: the ``Layout`` fields the source does not give (the value in the row is then the
@@ -36,12 +38,13 @@ from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
 from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
 from playground.planner.published_bridge_2606 import MEGATRON_BRIDGE_2606
+from playground.planner.published_moe_report import MCORE_MOE_REPORT
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
 from playground.planner.published_row import PublishedStackRun, llama31, published_metric
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200",
-           "MEGATRON_BRIDGE_2604", "MEGATRON_BRIDGE_2606", "AUTOMODEL_2604", "BRIDGE_EP_OVERLAP_AB", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
+           "MEGATRON_BRIDGE_2604", "MEGATRON_BRIDGE_2606", "MCORE_MOE_REPORT", "AUTOMODEL_2604", "BRIDGE_EP_OVERLAP_AB", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
            "HELD_OUT_FIRST_REPLAY", "MOE_MODEL_ZOO",
            "ZERO3_TABLE2", "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
@@ -243,10 +246,11 @@ OPT_175B = PublishedStackRun(
 # the held-out sets: read after everything else and replayed before anything in the model was changed
 # for them (each module's docstring records that first replay); the check holds them within +-25%
 HELD_OUT = {"Megatron-Bridge 26.04.01": MEGATRON_BRIDGE_2604, "NeMo AutoModel 2026-04": AUTOMODEL_2604,
-            "Megatron-Bridge 26.06": MEGATRON_BRIDGE_2606}
+            "Megatron-Bridge 26.06": MEGATRON_BRIDGE_2606, "Megatron-Core MoE report (v0.16)": MCORE_MOE_REPORT}
 HELD_OUT_BAND = 0.25
 # each held-out run's predicted / published throughput at its first replay, before anything in the model was
-# changed for it (recorded then in published_bridge_2604's, published_automodel's and published_bridge_2606's notes)
+# changed for it (recorded then in published_bridge_2604's, published_automodel's, published_bridge_2606's and
+# published_moe_report's notes)
 HELD_OUT_FIRST_REPLAY = {
     "LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS, 26.04.01": 0.86,
     "LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS, 26.04.01": 0.87,
@@ -276,6 +280,15 @@ HELD_OUT_FIRST_REPLAY = {
     "Qwen3_30B_a3B, 16 H100, EP 16, FP8-CS, 26.06": 0.7967,
     "Qwen3_235B_a22B, 256 GB300, PP 4 VP 12 EP 32, FP8-MX, 26.06": 0.7060,
     "Qwen3_235B_a22B, 256 GB200, PP 8 VP 3 EP 32, FP8-MX, 26.06": 0.7289,
+    "DeepSeek-V3, 256 GB300, TP 1 PP 4 EP 64 VPP 4, MXFP8": 0.9812,
+    "DeepSeek-V3, 256 GB200, TP 1 PP 4 EP 64 VPP 4, MXFP8": 1.0236,
+    "DeepSeek-V3, 256 GB200, TP 1 PP 8 EP 32 VPP 4, BF16": 1.1734,
+    "DeepSeek-V3, 1024 H100, TP 2 PP 8 EP 64 VPP 4, FP8-BLK": 1.1311,
+    "Qwen3-235B, 256 GB300, TP 1 PP 4 EP 64 VPP 6, MXFP8": 0.8637,
+    "Qwen3-235B, 256 GB200, TP 1 PP 4 EP 64 VPP 6, MXFP8": 1.1026,
+    "Qwen3-235B, 256 GB200, TP 1 PP 4 EP 32 VPP 12, BF16": 1.0763,
+    "Qwen3-235B, 256 H100, TP 2 PP 8 EP 32 VPP 4, BF16": 0.8801,
+    "Qwen3-235B, 128 GB300, TP 4 PP 4 CP 4 EP 32 VPP 12, MXFP8, 128K": 0.7763,
 }
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \

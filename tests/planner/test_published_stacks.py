@@ -137,11 +137,11 @@ def test_runs_that_ran_count_into_the_allowance_and_are_judged_to_fit_tightly(co
 
 
 def test_each_fp8_row_is_priced_at_the_scaling_its_stack_ran():
-    """Tensor (current) scaling for Megatron-Bridge's FP8-CS and torchtitan's float8; block for the MXFP8 runs and
-    DeepSeek-V3's 1 x 128 tiles; delayed for NeMo's runs of 2024 (Transformer Engine 1.x had no other recipe) and
+    """Tensor (current) scaling for Megatron-Bridge's FP8-CS and torchtitan's float8; block for the MXFP8 runs,
+    DeepSeek-V3's 1 x 128 tiles and the Megatron-Core MoE report's blockwise FP8 on H100s; delayed for NeMo's runs of 2024 (Transformer Engine 1.x had no other recipe) and
     DGX Cloud's configs (fp8_amax_history_len 1024)."""
     def expected(row):
-        if "FP8-MX" in row.name or row.stack.startswith("DeepSeek-V3"):
+        if "FP8-MX" in row.name or "MXFP8" in row.name or "FP8-BLK" in row.name or row.stack.startswith("DeepSeek-V3"):
             return "block"
         if row.stack.startswith(("NeMo 24", "DGX Cloud")):
             return "delayed"
@@ -326,7 +326,7 @@ def test_the_held_out_check_counts_what_the_issue_holds_it_to():
     held = held_out_table()
     summary, rows = held["summary"], held["rows"]
     runs = [run for group in HELD_OUT.values() for run in group]
-    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 28 and set(runs) <= set(STACK_RUNS)
+    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 37 and set(runs) <= set(STACK_RUNS)
     assert per_stack()["held_out"] == summary and all("(held out)" in run.stack for run in runs)
     dense = [r for r in rows if not r["moe"]]
     assert len(dense) == 8 and all(abs(r["ratio"] - 1) <= 0.20 for r in dense)
@@ -336,7 +336,9 @@ def test_the_held_out_check_counts_what_the_issue_holds_it_to():
 
 
 def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omits():
-    """Every held-out run fits as read, and once the settings its table leaves unstated may take any value.  Llama
+    """Every held-out run fits as read, and once the settings its table leaves unstated may take any value, but the two
+    runs of the Megatron-Core MoE report that keep on the host what the memory model keeps on the GPU (each says so in
+    its ``memory_misfit``: BF16 optimizer states offloaded, activations offloaded).  Llama
     3.1 405B on 256 GB200s at PP 16, no recompute in its recipe, was counted past a GB200's 186 GB while each linear
     layer kept its input in bf16; with the FP8 copy Transformer Engine keeps, both runs fit (VP 4 tightly), and in
     bf16 they would not.  DeepSeek-V3 on B200s, which found no room while the memory model
@@ -346,7 +348,13 @@ def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omi
     from playground.planner.published_stacks import HELD_OUT
     from playground.planner.replay import held_out_table
     held = held_out_table()
-    assert held["summary"]["fit_as_unstated"] == held["summary"]["judged_to_fit"] == len(held["rows"]) == 28
+    misfits = {r["name"] for r in held["rows"] if not r["fits"]}
+    runs = {run.name: run for runs in HELD_OUT.values() for run in runs}
+    assert misfits == {"DeepSeek-V3, 256 GB200, TP 1 PP 8 EP 32 VPP 4, BF16",
+                       "Qwen3-235B, 256 GB200, TP 1 PP 4 EP 64 VPP 6, MXFP8"}
+    assert all("offload" in runs[name].memory_misfit for name in misfits)
+    assert all(not runs[r["name"]].memory_misfit for r in held["rows"] if r["fits"])
+    assert held["summary"]["fit_as_unstated"] == held["summary"]["judged_to_fit"] == len(held["rows"]) - 2 == 35
     gb200 = [run for runs in HELD_OUT.values() for run in runs if run.name.startswith("LLAMA3.1_405B, 256 GB200")]
     assert len(gb200) == 2
     for run in gb200:
@@ -367,7 +375,35 @@ def test_every_held_out_run_keeps_its_first_replay_beside_todays():
     assert set(HELD_OUT_FIRST_REPLAY) == {run.name for runs in HELD_OUT.values() for run in runs}
     held = held_out_table()
     assert all(r["first_replay"] == HELD_OUT_FIRST_REPLAY[r["name"]] for r in held["rows"])
-    assert held["summary"]["first_within_band"] == 5 + 13   # 26.04.01 and AutoModel's, then 26.06's
+    assert held["summary"]["first_within_band"] == 5 + 13 + 9   # 26.04.01 and AutoModel's, 26.06's, the MoE report's
+
+
+def test_the_moe_reports_runs_take_appendix_b_as_read():
+    """The Megatron-Core MoE report's nine runs take Table 20's layouts and B.2's settings: HybridEP on the racks and
+    DeepEP on H100s, the all-to-all overlap where B.2 turns it on, its recompute, the experts launched by the host
+    (graphs cover the attention, router and preprocessing only), experts not split by TP, and DeepSeek-V3 on H100s
+    at PP 8 as two of the report's three readings give it.  All nine replayed within +-25% before any change."""
+    from playground.planner.published_moe_report import MCORE_MOE_REPORT
+    from playground.planner.published_stacks import HELD_OUT_FIRST_REPLAY
+    rows = {run.name: run for run in MCORE_MOE_REPORT}
+    assert len(rows) == 9
+    for run in MCORE_MOE_REPORT:
+        layout = run.layout
+        assert layout.ep_dispatch == ("deepep" if run.gpu == "H100" else "hybridep")
+        assert layout.moe_launch == "grouped" and layout.expert_tp_degree == 1 and layout.moe_imbalance == 1
+        assert run.tokens_per_s_per_gpu and "moe_launch" in run.unstated
+        assert abs(HELD_OUT_FIRST_REPLAY[run.name] - 1) <= 0.25
+    overlapped = {name for name, run in rows.items() if run.layout.ep_overlap}
+    assert overlapped == {"DeepSeek-V3, 256 GB300, TP 1 PP 4 EP 64 VPP 4, MXFP8",
+                          "DeepSeek-V3, 1024 H100, TP 2 PP 8 EP 64 VPP 4, FP8-BLK",
+                          "Qwen3-235B, 256 GB200, TP 1 PP 4 EP 64 VPP 6, MXFP8",
+                          "Qwen3-235B, 256 GB200, TP 1 PP 4 EP 32 VPP 12, BF16",
+                          "Qwen3-235B, 256 H100, TP 2 PP 8 EP 32 VPP 4, BF16"}
+    h100 = rows["DeepSeek-V3, 1024 H100, TP 2 PP 8 EP 64 VPP 4, FP8-BLK"]
+    assert (h100.layout.tp, h100.layout.pp, h100.layout.dp) == (2, 8, 64) and h100.layout.fp8_scaling == "block"
+    assert "recompute" in h100.unstated   # Table 17 and B.2 disagree
+    assert rows["Qwen3-235B, 256 H100, TP 2 PP 8 EP 32 VPP 4, BF16"].layout.selective_modules == ("moe_act", "layernorm")
+    assert rows["Qwen3-235B, 128 GB300, TP 4 PP 4 CP 4 EP 32 VPP 12, MXFP8, 128K"].model.seq_len == 131072
 
 
 def test_the_26_06_runs_take_their_recipes_and_their_racks_as_the_launcher_places_them():
