@@ -83,10 +83,11 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
 
     ``knobs``: the layout (``tp pp vpp cp ep expert_tp dp micro_batch zero_stage shard_group recompute
     dtype kernels attention_kernel sequence_parallel flash_attention dropout overlap_grad_reduce
-    tp_overlap reshard_after_forward fp8_gather grad_reduce first_stage_layers last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
+    tp_overlap reshard_after_forward fp8_gather grad_reduce optimizer_moments first_stage_layers
+    last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
     shared_experts``); anything not given takes today's default (``Layout.today``).  With
     ``gpu_mtbf_hours`` the plan adds its failure budget (``goodput.plan_goodput``): checkpoints of
-    14 bytes per parameter (bf16 weights, fp32 master and Adam moments) written at the storage's
+    14 bytes per parameter (bf16 weights, fp32 master and Adam moments; 10 with ``optimizer_moments="bf16"``) written at the storage's
     aggregate ``checkpoint_gbs`` GB/s, restarts of ``restart_minutes``."""
     params, active_params, tokens, compute, mfu, achieved_tflops, price_per_gpu_hour, max_days, \
         global_batch_tokens = (positive_number(k, v) for k, v in (
@@ -274,6 +275,8 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         restart = 600.0 if restart_minutes is None else 0.0 if restart_minutes == 0 else \
             positive_number("restart-minutes", restart_minutes) * 60
         bandwidth = None if checkpoint_gbs is None else positive_number("checkpoint-gbs", checkpoint_gbs) * 1e9
-        out["goodput"] = plan_goodput(train_s, gpus, positive_number("gpu-mtbf-hours", gpu_mtbf_hours), 14 * N,
+        # a checkpoint holds the bf16 weights and the optimizer state: 14 bytes a parameter, 10 with bf16 moments
+        per_param = 2 + (layout.optimizer_bytes_per_param if layout is not None else 12)
+        out["goodput"] = plan_goodput(train_s, gpus, positive_number("gpu-mtbf-hours", gpu_mtbf_hours), per_param * N,
                                       bandwidth, restart)
     return out

@@ -22,7 +22,7 @@ from playground.planner.errors import PlanError
 from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "DTYPES", "FP8_SCALINGS", "EP_DISPATCHERS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "PP_SCHEDULES", "RECOMPUTE_SHARES",
+           "DTYPES", "FP8_SCALINGS", "EP_DISPATCHERS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "PP_SCHEDULES", "OPTIMIZER_MOMENTS", "RECOMPUTE_SHARES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
@@ -43,6 +43,10 @@ MOE_LAUNCH = ("grouped", "per_expert", "graphed")
 # pipeline schedules (step_time's bubble): 1F1B (interleaved when vpp > 1), or ZB-H1, 1F1B with each backward split
 # into its input-gradient half and a weight-gradient half deferred into the bubble (Qi et al. 2024)
 PP_SCHEDULES = ("1f1b", "zb-h1")
+# Adam's two moments: fp32 (4 bytes each, PyTorch's and Megatron's default) or bf16 (2 each: DeepSeek-V3's
+# training, Megatron-Core's --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16), the fp32
+# master weight kept either way
+OPTIMIZER_MOMENTS = ("fp32", "bf16")
 MOE_PROBS = ("activation", "combine")
 RECOMPUTE_SHARES = (0.25, 0.5, 0.75)  # the shares of the blocks recomputed whole that the planner tries below all
 
@@ -160,6 +164,8 @@ class Layout:
     pp_schedule: str = "1f1b"        # PP_SCHEDULES: 1f1b (interleaved when vpp > 1) | zb-h1 (Qi et al. 2024's
                                      # zero-bubble schedule at 1F1B's memory: each backward split into its input
                                      # gradient and a weight gradient run later, into what would be the bubble)
+    optimizer_moments: str = "fp32"  # OPTIMIZER_MOMENTS: Adam's moments in fp32 (12 bytes of optimizer state a
+                                     # parameter with the fp32 master weight) or bf16 (8)
 
     @classmethod
     def today(cls, tp: int = 1, pp: int = 1, dp: int = 1, **knobs) -> "Layout":
@@ -184,6 +190,11 @@ class Layout:
     @property
     def micro_batches(self) -> int:
         return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def optimizer_bytes_per_param(self) -> int:
+        """Bytes of optimizer state a parameter: the fp32 master weight and Adam's two moments."""
+        return 4 + 2 * (4 if self.optimizer_moments == "fp32" else 2)
 
     @property
     def grad_bytes(self) -> int:
@@ -263,6 +274,7 @@ class Layout:
                                          (self.pp > 1 and self.vpp > 1 and not self.p2p_overlap,
                                           "PP transfers exposed"),
                                          (self.pp > 1 and self.pp_schedule != "1f1b", f"{self.pp_schedule.upper()} schedule"),
+                                         (self.optimizer_moments != "fp32", f"{self.optimizer_moments} Adam moments"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.autocast_fp32 and not self.fp32_gather, "autocast over fp32 weights"),
                                          (self.fp8_activations, "FP8 activations"),

@@ -12,7 +12,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.layout import (CP_METHODS, DTYPES, EP_DISPATCHERS, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS,
-                                      PP_SCHEDULES, RECOMPUTE,
+                                      OPTIMIZER_MOMENTS, PP_SCHEDULES, RECOMPUTE,
                                        RECOMPUTE_MODULES, TP_OVERLAP, Layout)
 
 __all__ = ["check_layout", "check_recompute_modules"]
@@ -108,6 +108,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.vpp > 1 and layout.micro_batches % layout.pp:
         raise PlanError(f"the interleaved schedule needs the {layout.micro_batches} micro-batches "
                         f"to be a multiple of PP={layout.pp}")
+    if layout.optimizer_moments not in OPTIMIZER_MOMENTS:
+        raise PlanError(f"optimizer_moments must be one of {', '.join(OPTIMIZER_MOMENTS)}, got {layout.optimizer_moments!r}")
     if layout.pp_schedule not in PP_SCHEDULES:
         raise PlanError(f"pp_schedule must be one of {', '.join(PP_SCHEDULES)}, got {layout.pp_schedule!r}")
     if layout.pp_schedule == "zb-h1" and layout.vpp > 1:

@@ -159,6 +159,10 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
                      "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
                      "(default: fp32)")
+    lay.add_argument("--optimizer-moments", choices=("fp32", "bf16"), help="dtype of Adam's two moments: bf16 keeps "
+                     "8 bytes of optimizer state a parameter, not 12 (the fp32 master weight stays), and its step "
+                     "moves 8 bytes less, as DeepSeek-V3 trained and Megatron-Core's --use-precision-aware-optimizer "
+                     "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 run it (default: fp32)")
     lay.add_argument("--tp-overlap", choices=("none", "forward", "all"), help="overlap tensor-parallel collectives "
                      "with the GEMMs beside them: forward (PyTorch's async TP, the forward passes only) or all "
                      "(Transformer Engine's TP comm overlap; NVIDIA's recipes with it on ran about as fast as "
@@ -200,7 +204,7 @@ def layout_knobs(opts) -> dict:
     for key in ("recompute", "dtype", "fp8_scaling", "kernels", "attention_kernel", "flash_attention", "sequence_parallel", "dropout",
                 "overlap_grad_reduce", "tp_overlap", "reshard_after_forward", "fp8_gather", "ep_dispatch", "moe_launch", "moe_probs", "ep_overlap", "p2p_overlap",
                 "fp8_weight_cache", "fp8_params", "grad_reduce", "cp_method", "fp8_activations", "fp8_saved_inputs", "fp32_gather",
-                "autocast_fp32", "pp_schedule",
+                "autocast_fp32", "pp_schedule", "optimizer_moments",
                 "loss_fp32", "loss_kernel"):
         knobs[key] = getattr(opts, key) if getattr(opts, key) is not None else knobs.get(key)
     return {k: v for k, v in knobs.items() if v is not None}

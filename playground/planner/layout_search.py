@@ -246,6 +246,8 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
                     tries.append((f"--{knob} {value * factor} (DP {new.dp})", new))
     if layout.keeps_fp8_weights and not layout.fp8_params:
         tries.append(("--fp8-params", replace(layout, fp8_params=True)))   # the FP8 copy becomes the weight
+    if layout.optimizer_moments == "fp32":   # Adam's moments at 2 bytes each, the master weight kept
+        tries.append(("--optimizer-moments bf16", replace(layout, optimizer_moments="bf16")))
     if layout.micro_batch > 1:
         tries.append(("--micro-batch-size 1", replace(layout, micro_batch=1)))
     for factor in (2, 4, 8):

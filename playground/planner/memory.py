@@ -177,8 +177,9 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         dense, experts = stage_params(model, layout, i, layers, first_layer)
         dense_layers_here = max(0, min(first_layer + layers, model.layers - model.moe_layers) - first_layer)
         first_layer += layers
-        d_states = model_state_bytes(dense, layout.sharding_degree, layout.zero_stage)
-        e_states = model_state_bytes(experts, layout.expert_sharding_degree, layout.zero_stage) if experts else \
+        k = layout.optimizer_bytes_per_param
+        d_states = model_state_bytes(dense, layout.sharding_degree, layout.zero_stage, k)
+        e_states = model_state_bytes(experts, layout.expert_sharding_degree, layout.zero_stage, k) if experts else \
             {k: 0.0 for k in d_states}
         states = {k: d_states[k] + e_states[k] for k in d_states}
         if fp8_extra:   # the linear weights' FP8 copies (counted with the parameters)

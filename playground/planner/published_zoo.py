@@ -91,7 +91,7 @@ DEEPSEEK_V3 = PublishedStackRun(
     Layout.today(1, 16, 128, ep=64, micro_batch=1, global_batch=15360, zero_stage=1, dtype="fp8",
                  ep_dispatch="deepep", ep_overlap=True, recompute="selective",
                  recompute_modules=("layernorm", "mla_up_proj", "moe_act"), fp8_activations=True,
-                 moe_probs="combine", fp8_scaling="block"),
+                 moe_probs="combine", fp8_scaling="block", optimizer_moments="bf16"),
     ("micro_batch", "grad_reduce", "fp8_weight_cache", "moe_probs", "attention_kernel"),
     tokens_per_s_per_gpu=14.8e12 / (2.664e6 * 3600),
     note=("FP8 in 1 x 128 tiles for activations and 128 x 128 blocks for weights (Sec. 3.3.2: block scaling); "
@@ -105,6 +105,6 @@ DEEPSEEK_V3 = PublishedStackRun(
           "linear layers' inputs cached in FP8 (Sec. 3.3.4: fp8_activations; the attention output's E5M6 "
           "counted in bf16); HAI-LLM's MoE is not public: each expert's output taken as kept for the routing "
           "weights' gradient, as a combine that weights them keeps it (moe_probs combine; Megatron-Core since v0.13 "
-          "weights them inside the activation instead, keeping less); the EMA kept on the CPU (nothing on the GPU); micro-batch not stated (1 taken); the attention kernel not "
+          "weights them inside the activation instead, keeping less); the EMA kept on the CPU (nothing on the GPU); AdamW's moments in BF16 (Sec. 3.3.3: optimizer_moments bf16); micro-batch not stated (1 taken); the attention kernel not "
           "named (FlashAttention-3 taken; the range spans FlashAttention-2 and cuDNN's too)"),
     cite="deepseek2024v3")

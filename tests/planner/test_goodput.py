@@ -58,6 +58,9 @@ def test_the_plan_reports_interruptions_best_interval_goodput_and_effective_days
     assert g["effective_days"] == pytest.approx(p["days"] / g["goodput"])
     assert g["expected_interruptions"] == pytest.approx(g["wall_s"] / g["job_mtbf_s"])
     assert 0.85 < g["goodput"] < 0.99  # Llama 3: "more than 90% effective training time"
+    bf16 = cp.plan(model="llama3-405b", tokens=15.6e12, gpus=16384, tp=8, pp=16, global_batch_tokens=2 ** 24,
+                   gpu_mtbf_hours=LLAMA3_GPU_MTBF_HOURS, checkpoint_gbs=2000, optimizer_moments="bf16")
+    assert bf16["goodput"]["checkpoint_s"] == pytest.approx(10 * p["params"] / 2e12)   # bf16 moments: 2 + 4 + 2 + 2
 
 
 def test_failure_flags_need_gpus_and_positive_numbers(capsys):

@@ -401,3 +401,22 @@ def test_chapter_5s_fp8_exercise_saves_what_its_solution_says():
     assert [round(g, 1) for g in gib] == [18.1, 21.0]
     assert gib[1] * 2 ** 30 == pytest.approx(80 * 1024 * 274_688)
     assert (gib[1] - gib[0]) * 2 ** 30 == pytest.approx(80 * 1024 * 36_864)
+
+
+def test_bf16_adam_moments_keep_eight_bytes_of_optimizer_state_a_parameter_not_twelve():
+    """The fp32 master weight stays; the two moments drop from 4 bytes to 2 (DeepSeek-V3's AdamW, Megatron-Core's
+    precision-aware optimizer): 4 bytes a parameter the optimizer owns, on its ZeRO shard; and the step, which reads
+    and writes both moments once, moves 8 bytes less a parameter it owns."""
+    from playground.planner import Cluster, predict
+    lay = Layout.today(1, 1, 8, global_batch=64)          # ZeRO-1: the optimizer state sharded over 8
+    fp32 = memory_per_gpu(LLAMA8, lay)
+    bf16 = memory_per_gpu(LLAMA8, replace(lay, optimizer_moments="bf16"))
+    assert fp32["model_states"] - bf16["model_states"] == pytest.approx(4 * LLAMA8.param_count / 8)
+    assert bf16["activations"] == fp32["activations"]
+    cluster = Cluster.of("H100")
+    t32, t16 = (predict(LLAMA8, cluster, replace(lay, optimizer_moments=m))["time_breakdown"]["optimizer"]
+                for m in ("fp32", "bf16"))
+    assert t16 == pytest.approx(t32 * (30 - 8) / 30)
+    assert "bf16 Adam moments" in replace(lay, optimizer_moments="bf16").describe()
+    with pytest.raises(PlanError, match="optimizer_moments"):
+        memory_per_gpu(LLAMA8, replace(lay, optimizer_moments="fp16"))

@@ -134,3 +134,13 @@ def test_context_and_expert_parallelism_cost_time_on_their_links():
     across = predict(ds, Cluster.of("H800"), Layout.today(1, 16, 128, global_batch=15360, ep=64, recompute="full"))
     assert inside["links"]["ep"] == "nvlink" and across["links"]["ep"] == "network"
     assert across["time_breakdown"]["ep_all_to_all"] > inside["time_breakdown"]["ep_all_to_all"]
+
+
+def test_bf16_adam_moments_are_named_among_the_changes_that_would_fit():
+    """Llama 3 8B at TP 2 without ZeRO on 8 GPUs holds 16 bytes of state a parameter of its shard and does not fit;
+    Adam's moments in bf16 make it 12, and the plan names that flag beside ZeRO-1 and the rest."""
+    p = cp.plan(model="llama3-8b", tokens=1e12, gpus=8, tp=2, zero_stage=0, global_batch_tokens=2 ** 20)
+    assert not p["memory"]["fits"]
+    advice = {a["change"]: a["memory_bytes"] for a in p["fit_advice"]}
+    assert advice["--optimizer-moments bf16"] <= p["memory"]["usable"] and "--zero-stage 1" in advice
+    assert p["memory"]["total"] - advice["--optimizer-moments bf16"] == pytest.approx(4 * p["params"] / 2, rel=0.01)

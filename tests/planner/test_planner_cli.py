@@ -246,7 +246,8 @@ def test_a_layout_inside_the_gpu_but_past_the_margin_fits_only_tightly_and_says_
             "--recompute", "none", "--no-loss-fp32", "--moe-probs", "combine"]
     report = step_time_report(predict_from_args(planner_parser().parse_args(args)))
     assert "(fits only tightly)" in report and "expandable_segments" in report
-    assert [line for line in report.splitlines() if line.startswith("with room --micro-batch-size 1")]
+    room = [line for line in report.splitlines() if line.startswith("with room --")]
+    assert room[0] == "with room --optimizer-moments bf16: 70.4 GiB" and len(room) == 4   # the smallest change first
     plan = _cli(*args, "--tokens", "1T")
     assert plan.returncode == 0 and "fits only tightly" in plan.stdout and "with room  --" in plan.stdout
 
@@ -298,3 +299,10 @@ def test_a_search_holds_the_share_it_is_given_and_counts_its_flops():
     counted = cp.plan(params=13e9, tokens=260e9, gpu="A100-80GB", mfu=0.45, recompute="full", recompute_share=0.5)
     assert counted["flops_method"] == "7ND" and counted["total_flops"] == pytest.approx(7 / 6 * counted["model_flops"])
     assert "7 N D: 6 N D and the forward again in 50% of the blocks" in " ".join(cp.report(counted).split())
+
+
+def test_bf16_adam_moments_are_a_flag_the_layout_line_names_and_a_bad_dtype_is_one_line():
+    out = _cli("--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tokens", "1B", "--optimizer-moments", "bf16")
+    assert out.returncode == 0 and "bf16 Adam moments" in out.stdout
+    bad = _cli("--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--optimizer-moments", "fp16")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--optimizer-moments" in bad.stderr
