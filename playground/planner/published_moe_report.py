@@ -71,7 +71,8 @@ def _row(label, model, gpu, gpus, dtype, tp, pp, cp, ep, vpp, mbs, gbs, tps, tfl
     settings = [f"{'HybridEP' if gpu != 'H100' else 'DeepEP'}",
                 "the all-to-alls overlapped with another micro-batch's compute (1F1B overlap)" if overlap
                 else "the all-to-alls not overlapped",
-                f"recomputed: {', '.join(recompute)}" if recompute else "nothing recomputed",
+                f"recomputed: {', '.join(recompute)}" if recompute else "nothing recomputed" if recompute_stated
+                else "the recompute not stated (none taken; the range spans it)",
                 "the attention, router and preprocessing CUDA-graphed, the experts launched by the host"
                 if not (gpu == "H100" and label == "DeepSeek-V3") else "no CUDA graphs",
                 _ETP_NOTE, "force-balanced routing"] + (["Adam's moments in BF16 (Table 18)"] if moments == "bf16" else [])
