@@ -276,7 +276,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
             positive_number("restart-minutes", restart_minutes) * 60
         bandwidth = None if checkpoint_gbs is None else positive_number("checkpoint-gbs", checkpoint_gbs) * 1e9
         # a checkpoint holds the bf16 weights and the optimizer state: 14 bytes a parameter, 10 with bf16 moments
-        per_param = 2 + (layout.optimizer_bytes_per_param if layout is not None else 12)
+        per_param = 2 + layout.optimizer_bytes_per_param
         out["goodput"] = plan_goodput(train_s, gpus, positive_number("gpu-mtbf-hours", gpu_mtbf_hours), per_param * N,
                                       bandwidth, restart)
     return out

@@ -8,7 +8,7 @@ import argparse
 
 from playground.planner.costs import FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, PP_SCHEDULES
+from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, OPTIMIZER_MOMENTS, PP_SCHEDULES
 from playground.planner.flag_values import number, whole
 from playground.planner.step_range import SETTINGS
 
@@ -159,7 +159,7 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "or FSDP's reduce-scatter): fp32 moves 4 bytes a gradient, as torchtitan and Megatron-Bridge "
                      "do by default; bf16 2, as Megatron-LM does without --accumulate-allreduce-grads-in-fp32 "
                      "(default: fp32)")
-    lay.add_argument("--optimizer-moments", choices=("fp32", "bf16"), help="dtype of Adam's two moments: bf16 keeps "
+    lay.add_argument("--optimizer-moments", choices=OPTIMIZER_MOMENTS, help="dtype of Adam's two moments: bf16 keeps "
                      "8 bytes of optimizer state a parameter, not 12 (the fp32 master weight stays), and its step "
                      "moves 8 bytes less, as DeepSeek-V3 trained and Megatron-Core's --use-precision-aware-optimizer "
                      "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 run it (default: fp32)")

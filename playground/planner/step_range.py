@@ -28,7 +28,7 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
+from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, OPTIMIZER_MOMENTS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
@@ -61,7 +61,7 @@ SETTINGS = {
     "moe_probs": MOE_PROBS,            # where the router's weights scale a routed copy (memory only)          # the experts' GEMMs as one kernel, one by one from Python, or graphed
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "pp_schedule": ("1f1b", "zb-h1"),  # 1F1B, or zero-bubble's ZB-H1 (only where vpp is 1)
-    "optimizer_moments": ("fp32", "bf16"),  # Adam's moments in fp32 or bf16
+    "optimizer_moments": OPTIMIZER_MOMENTS,  # Adam's moments in fp32 or bf16
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "fp8_params": (True, False),       # weights kept in FP8 (Megatron's --fp8-param-gather), or bf16 beside their copy
     "fp8_scaling": FP8_SCALINGS,       # scales per tensor now, per tensor from the past, or per block

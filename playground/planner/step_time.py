@@ -250,8 +250,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     sharded = layout.zero_stage >= 1
     owned = slow["dense_params"] / (layout.sharding_degree if sharded else 1) \
         + slow["expert_params"] / (expert_dp if sharded else 1)
-    # bf16 moments: each read and written back at 2 bytes, not 4
-    step_bytes = eff.optimizer_bytes - (8 if layout.optimizer_moments == "bf16" else 0)
+    # bf16 moments: each read and written back at 2 bytes, not 4 (what the state sheds, twice over)
+    step_bytes = eff.optimizer_bytes - 2 * (12 - layout.optimizer_bytes_per_param)
     optimizer_t = owned * step_bytes / (eff.hbm * gpu.hbm_bytes_per_s)
 
     step = pipeline_t + dp_exposed + optimizer_t
