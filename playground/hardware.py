@@ -62,6 +62,7 @@ class GPU:
     tdp_w: float | None = None                 # board power the datasheet's peaks are quoted at, watts
     sms: int | None = None                     # streaming multiprocessors (what NCCL's kernels take a share of)
     architecture: str = ""                     # volta, ampere, hopper, blackwell, tpu: which kernels exist for it
+    host_link_bytes_per_s: float | None = None  # GPU <-> host memory (PCIe or NVLink-C2C), one direction, bytes/s
 
     @property
     def memory_bytes(self) -> float:
@@ -161,6 +162,14 @@ _TPU_DCN = ("assumed: Google publishes no per-chip data-centre-network figure fo
             "all chip-to-chip traffic rides ICI, so the ICI figure stands in (optimistic across pods); "
             "https://cloud.google.com/tpu/docs/system-architecture-tpu-vm")
 
+_HOST_LINK = ("the GPU's link to host memory, one direction (half the both-directions figure): PCIe Gen3 x16 32 GB/s "
+              "(V100 datasheet), Gen4 64 GB/s (A100 datasheet), Gen5 128 GB/s (H100 and H200 datasheets; the DGX B200's "
+              "and DGX B300's Xeon hosts are PCIe Gen5, so a B200's or B300's Gen6 port runs at Gen5 there, "
+              "https://www.nvidia.com/en-us/data-center/dgx-b200/); on a GB200 or GB300 rack a Grace CPU reaches its two "
+              "GPUs over NVLink-C2C at 900 GB/s both directions (https://www.nvidia.com/en-us/data-center/gb200-nvl72/), "
+              "taken as shared by the two: 450 GB/s a GPU")
+
+
 def _one_sheet(sheet: str, **others: str) -> dict:
     """Sources for a part whose one specification sheet gives every datasheet figure; ``others`` names the rest."""
     fields = ("peak_bf16_flops", "hbm_bytes", "hbm_bytes_per_s", "nvlink_bidirectional_bytes_per_s",
@@ -170,75 +179,75 @@ def _one_sheet(sheet: str, **others: str) -> dict:
 
 _TABLE = (
     GPU("A100-40GB", 312 * TFLOPS, 40 * GB, 1555 * GB, 600 * GB, 200 * GBIT, 8,
-        sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
                  "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
                  "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("a100-40", "a100 40gb", "a100_40gb", "a100-40g"),
-        architecture="ampere", memory_mib=40960, tdp_w=400, sms=108),
+        host_link_bytes_per_s=32 * GB, architecture="ampere", memory_mib=40960, tdp_w=400, sms=108),
     GPU("A100-80GB", 312 * TFLOPS, 80 * GB, 2039 * GB, 600 * GB, 200 * GBIT, 8,
-        sources={"peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _A100_DATASHEET, "hbm_bytes": _A100_DATASHEET,
                  "hbm_bytes_per_s": _A100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _A100_DATASHEET,
                  "network_bytes_per_s": _DGX_A100, "gpus_per_node": _DGX_A100,
                  "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("a100", "a100-80", "a100 80gb", "a100_80gb", "a100-80g"),
-        architecture="ampere", memory_mib=81920, tdp_w=400, sms=108),
+        host_link_bytes_per_s=32 * GB, architecture="ampere", memory_mib=81920, tdp_w=400, sms=108),
     GPU("H100", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 900 * GB, 400 * GBIT, 8,
-        sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H100_DATASHEET,
                  "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
                  "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
-        aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5"), architecture="hopper",
+        aliases=("h100-sxm", "h100 sxm", "h100_sxm", "h100-80gb", "h100-sxm5"), host_link_bytes_per_s=64 * GB, architecture="hopper",
         peak_fp8_flops=3958 / 2 * TFLOPS, memory_mib=81559, tdp_w=700, sms=132),
     GPU("H100-96GB", 1979 / 2 * TFLOPS, 96 * GB, 2400 * GB, 900 * GB, 400 * GBIT, 8,
-        sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _GRAND_TETON, "hbm_bytes_per_s": _GRAND_TETON,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _GRAND_TETON, "hbm_bytes_per_s": _GRAND_TETON,
                  "nvlink_bidirectional_bytes_per_s": _GRAND_TETON, "network_bytes_per_s": _GRAND_TETON,
                  "gpus_per_node": _GRAND_TETON, "peak_fp8_flops": _FP8, "tdp_w": _TDP, "sms": _SMS},
         aliases=("h100-hbm2e", "h100-96gb-hbm2e", "grand-teton-h100"),
-        architecture="hopper", peak_fp8_flops=3958 / 2 * TFLOPS, tdp_w=700, sms=132),
+        host_link_bytes_per_s=64 * GB, architecture="hopper", peak_fp8_flops=3958 / 2 * TFLOPS, tdp_w=700, sms=132),
     GPU("H800", 1979 / 2 * TFLOPS, 80 * GB, 3350 * GB, 400 * GB, 400 * GBIT, 8,
-        sources={"peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _H100_DATASHEET, "hbm_bytes": _H100_DATASHEET,
                  "hbm_bytes_per_s": _H100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _H800,
                  "network_bytes_per_s": _H800, "gpus_per_node": _H800, "peak_fp8_flops": _FP8,
                  "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("h800-sxm", "h800 sxm", "h800_sxm", "h800-80gb"),
-        architecture="hopper", peak_fp8_flops=3958 / 2 * TFLOPS,
+        host_link_bytes_per_s=64 * GB, architecture="hopper", peak_fp8_flops=3958 / 2 * TFLOPS,
         memory_mib=81559, tdp_w=700, sms=132),
     GPU("H200", 1979 / 2 * TFLOPS, 141 * GB, 4800 * GB, 900 * GB, 400 * GBIT, 8,
-        sources={"peak_bf16_flops": _H200_PAGE, "hbm_bytes": _H200_PAGE, "hbm_bytes_per_s": _H200_PAGE,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _H200_PAGE, "hbm_bytes": _H200_PAGE, "hbm_bytes_per_s": _H200_PAGE,
                  "nvlink_bidirectional_bytes_per_s": _H200_PAGE,
                  "network_bytes_per_s": _DGX_HOPPER, "gpus_per_node": _DGX_HOPPER,
                  "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("h200-sxm", "h200 sxm", "h200_sxm", "h200-141gb"),
-        architecture="hopper", peak_fp8_flops=3958 / 2 * TFLOPS,
+        host_link_bytes_per_s=64 * GB, architecture="hopper", peak_fp8_flops=3958 / 2 * TFLOPS,
         memory_mib=143771, tdp_w=700, sms=132),
     GPU("B200", 36000 / 8 / 2 * TFLOPS, 1440 / 8 * GB, 64 / 8 * TB, 1800 * GB, 400 * GBIT, 8,
-        sources={"peak_bf16_flops": _HGX_B200, "hbm_bytes": _DGX_B200, "hbm_bytes_per_s": _DGX_B200,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _HGX_B200, "hbm_bytes": _DGX_B200, "hbm_bytes_per_s": _DGX_B200,
                  "nvlink_bidirectional_bytes_per_s": _HGX_B200,
                  "network_bytes_per_s": _DGX_B200, "gpus_per_node": _DGX_B200,
                  "peak_fp8_flops": _FP8, "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("b200-sxm", "hgx-b200", "dgx-b200"),
-        architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
+        host_link_bytes_per_s=64 * GB, architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, memory_mib=183359,
         tdp_w=1000, sms=148),
     GPU("GB200", 360000 / 72 / 2 * TFLOPS, 186 * GB, 576 * TB / 72, 1800 * GB, 400 * GBIT, 72,
-        sources=_one_sheet(_GB200_NVL72, network_bytes_per_s=_DGX_GB200, sms=_BLACKWELL_BOARDS),
+        sources=_one_sheet(_GB200_NVL72, network_bytes_per_s=_DGX_GB200, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK),
         aliases=("gb200-nvl72", "gb200 nvl72", "dgx-gb200"),
-        architecture="blackwell", peak_fp8_flops=720000 / 72 / 2 * TFLOPS, tdp_w=1200, sms=148),
+        host_link_bytes_per_s=225 * GB, architecture="blackwell", peak_fp8_flops=720000 / 72 / 2 * TFLOPS, tdp_w=1200, sms=148),
     GPU("B300", 36000 / 8 / 2 * TFLOPS, 288 * GB, 8 * TB, 1800 * GB, 800 * GBIT, 8,
-        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS),
+        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK),
         aliases=("b300-sxm", "hgx-b300", "dgx-b300", "blackwell-ultra"),
-        architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, tdp_w=1100, sms=160),
+        host_link_bytes_per_s=64 * GB, architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, tdp_w=1100, sms=160),
     GPU("GB300", 360000 / 72 / 2 * TFLOPS, 288 * GB, 576 * TB / 72, 1800 * GB, 800 * GBIT, 72,
-        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS),
+        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK),
         aliases=("gb300-nvl72", "gb300 nvl72", "dgx-gb300"),
-        architecture="blackwell", peak_fp8_flops=360000 / 72 * TFLOPS, tdp_w=1400, sms=160),
+        host_link_bytes_per_s=225 * GB, architecture="blackwell", peak_fp8_flops=360000 / 72 * TFLOPS, tdp_w=1400, sms=160),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
-        sources={"peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
+        sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,
                  "network_bytes_per_s": _DGX1_V100, "gpus_per_node": _DGX1_V100,
                  "memory_mib": _NVIDIA_SMI, "tdp_w": _TDP, "sms": _SMS},
         aliases=("v100-sxm2", "v100-32gb", "v100-sxm2-32gb", "tesla-v100"),
-        architecture="volta", memory_mib=32768, tdp_w=300, sms=80),
+        host_link_bytes_per_s=16 * GB, architecture="volta", memory_mib=32768, tdp_w=300, sms=80),
     GPU("TPUv3", 123 * TFLOPS, 32 * GIB, 900 * GB, 2 * 340 * TB / 1024, 340 * TB / 1024, 1024,
         sources={"peak_bf16_flops": _TPU_V3, "hbm_bytes": _TPU_V3, "hbm_bytes_per_s": _TPU_V3,
                  "nvlink_bidirectional_bytes_per_s": _TPU_V3, "network_bytes_per_s": _TPU_DCN,

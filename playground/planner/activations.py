@@ -19,7 +19,7 @@ from playground.planner.errors import PlanError
 from playground.planner.gemms import block_matmuls
 from playground.planner.layout import BYTES, RECOMPUTE, Layout
 
-__all__ = ["activation_bytes_per_layer", "layer_activation_bytes"]
+__all__ = ["activation_bytes_per_layer", "layer_activation_bytes", "layer_offloaded_bytes"]
 
 
 def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, heads: int,
@@ -59,7 +59,8 @@ def activation_bytes_per_layer(seq_len: int, micro_batch: int, hidden: int, head
 
 
 def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 1.0,
-                     modules: tuple = (), fp8: str = "none", probs: str = "activation") -> tuple[float, float]:
+                     modules: tuple = (), fp8: str = "none", probs: str = "activation",
+                     offload: tuple = ()) -> tuple[float, float]:
     """Bytes one token leaves saved in one layer: (kept whole on every TP rank without sequence
     parallelism, split over TP).  A GPT layer with dropout gives (10 h, 24 h), Korthikanti's.
     ``modules``: Megatron-Core's selective recompute modules, whose outputs (``layernorm``: the
@@ -77,19 +78,25 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     routed copy (``Layout.moe_probs``): inside the experts' activation, which keeps nothing more
     (Megatron-Core since v0.13, ``experts.py``'s ``activation_func_with_probs``; its combine unpermutes
     without them), or on each expert's output at the combine, which keeps that output (h wide) for the
-    weights' gradient."""
+    weights' gradient.  ``offload``: Megatron-Core's offload modules (``Layout.offload_modules``), whose input
+    waits in host memory instead (``attn_norm``, ``mlp_norm``: a norm's input; ``qkv_linear``: the attention norm's
+    output; ``core_attn``: Q, K and V; ``attn_proj``: the attention output; ``expert_fc1``: each dispatched copy;
+    ``moe_act``: the experts' gate and up products); what recomputation already drops is not counted twice."""
     h, a, k = model.hidden, model.heads, model.kv_head_count
     d, dv = model.head_size, model.value_head_size
     lin = 1 if fp8 != "none" else BYTES                 # bytes of one saved element a linear layer reads
     gate = 1 if fp8 == "all" else BYTES                 # ... and one the MLP's activation reads
-    outputs = 0 if "layernorm" in modules else 2 * h    # both norms' outputs, unless recomputed
-    whole = BYTES * 2 * h + lin * outputs + (2 * h if dropout else 0)   # their inputs; the two dropout masks
+    outputs = 0 if "layernorm" in modules else (1 if "qkv_linear" in offload else 2) * h  # both norms' outputs,
+    # unless recomputed or (the attention's) offloaded; their inputs, unless offloaded; the two dropout masks
+    inputs = BYTES * h * (2 - ("attn_norm" in offload) - ("mlp_norm" in offload))
+    whole = inputs + lin * outputs + (2 * h if dropout else 0)
     if model.is_mla:  # the latents and their norms (down-projections are not split over TP)
         whole += lin * (2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_rope_dim)
         k = a
-    qkv = 0 if "mla_up_proj" in modules and model.is_mla else BYTES * (a * d + k * d + k * dv)
-    split = qkv + BYTES * a * dv                        # Q, K, V and the attention output
-    if fp8 == "inputs":
+    qkv = 0 if ("mla_up_proj" in modules and model.is_mla) or "core_attn" in offload else BYTES * (a * d + k * d + k * dv)
+    attn_out = "attn_proj" not in offload
+    split = qkv + attn_out * BYTES * a * dv             # Q, K, V and the attention output
+    if fp8 == "inputs" and attn_out:
         split += a * dv                                 # the output projection's FP8 copy of its input
     mlp = lambda f: (gate * (2 if model.gated_mlp else 1) + lin) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:
@@ -97,8 +104,11 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
             whole += 4 * model.experts                  # the router's fp32 logits
             act = lin * model.expert_width if "moe_act" in modules else 0
             output = BYTES * h if probs == "combine" else 0   # each expert's output, kept for the weights
+            copy = 0 if "expert_fc1" in offload else lin * h  # the dispatched copy, fc1's input
+            if "moe_act" in offload:                    # the activation's input: gate and up
+                act += gate * (2 if model.gated_mlp else 1) * model.expert_width
             # each dispatched copy, its MLP, and (where the combine weights them) its output
-            split += imbalance * model.top_k * (lin * h + output + mlp(model.expert_width) - act)
+            split += imbalance * model.top_k * (copy + output + mlp(model.expert_width) - act)
         if model.shared_width and not {"moe", "shared_experts"} & set(modules):
             split += mlp(model.shared_width)            # the shared MLP
     elif "mlp" not in modules:
@@ -106,8 +116,17 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     return whole, split
 
 
+def layer_offloaded_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
+    """Bytes of one layer's saved activations (an MoE layer when ``moe``), per micro-batch on one GPU, that
+    ``Layout.offload_modules`` sends to host memory in forward and brings back for backward."""
+    if not layout.offload_modules:
+        return 0.0
+    return layer_activation_bytes(model, replace(layout, offload_modules=()), moe) - layer_activation_bytes(model, layout, moe)
+
+
 def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
-    """Bytes one layer (an MoE layer when ``moe``) keeps for backward, per micro-batch on one GPU."""
+    """Bytes one layer (an MoE layer when ``moe``) keeps on the GPU for backward, per micro-batch on one GPU
+    (what ``Layout.offload_modules`` sends to host memory not counted: ``layer_offloaded_bytes``)."""
     t, c = layout.tp, layout.cp
     tokens = model.seq_len * layout.micro_batch / c
     # autocast over fp32 weights keeps the residual stream in fp32: a checkpointed layer's input takes 4
@@ -128,7 +147,8 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
     modules = layout.selective_modules
     fp8 = "none" if layout.dtype != "fp8" else "all" if layout.fp8_activations else \
         "inputs" if layout.fp8_saved_inputs else "none"
-    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules, fp8, layout.moe_probs)
+    whole, split = _saved_per_token(model, moe, layout.dropout, layout.moe_imbalance, modules, fp8, layout.moe_probs,
+                                    layout.offload_modules)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
         return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row

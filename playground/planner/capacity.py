@@ -31,7 +31,7 @@ from playground.planner.errors import PlanError
 from playground.planner.flops import flops_per_token
 from playground.planner.goodput import plan_goodput
 from playground.planner.layout import EFFICIENCY, Cluster, Efficiency, Layout
-from playground.planner.layout_checks import check_layout, check_recompute_modules
+from playground.planner.layout_checks import check_layout, check_offload_modules, check_recompute_modules
 from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_model_parallelism, search
 from playground.planner.memory import memory_per_gpu, tight_note
 from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
@@ -83,7 +83,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
 
     ``knobs``: the layout (``tp pp vpp cp ep expert_tp dp micro_batch zero_stage shard_group recompute
     dtype kernels attention_kernel sequence_parallel flash_attention dropout overlap_grad_reduce
-    tp_overlap reshard_after_forward fp8_gather grad_reduce optimizer_moments first_stage_layers
+    tp_overlap reshard_after_forward fp8_gather grad_reduce optimizer_moments offload_modules first_stage_layers
     last_stage_layers``) and architecture flags (``ffn kv_heads gated_mlp experts top_k moe_ffn
     shared_experts``); anything not given takes today's default (``Layout.today``).  With
     ``gpu_mtbf_hours`` the plan adds its failure budget (``goodput.plan_goodput``): checkpoints of
@@ -143,6 +143,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     # the layout and the source of speed
     knobs = {k: v for k, v in knobs.items() if v is not None}
     check_recompute_modules(m, knobs.get("recompute_modules", ()))
+    check_offload_modules(m, knobs.get("offload_modules", ()))
     degrees = {k: knobs.pop(k) for k in DEGREES if k in knobs}
     speed_given = mfu is not None or achieved_tflops is not None
     prediction, searched = None, None

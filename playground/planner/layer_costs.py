@@ -4,20 +4,23 @@ communication it waits for.
 ``layer_costs`` prices a layer's passes from ``costs.layer_forward`` (its GEMMs, attention and element-wise
 kernels): the backward's input and weight gradients, the recomputation its policy asks for, TP's all-reduces
 (overlapped with the GEMMs beside them when the layout says so), CP's exchange, a MoE layer's dispatch and
-combine all-to-alls (overlapped with another micro-batch's pass under ``ep_overlap``) and the time the device
-waits for the host to launch the MoE layer's kernels.  Sliding-window layers are averaged with the
+combine all-to-alls (overlapped with another micro-batch's pass under ``ep_overlap``), the time the device
+waits for the host to launch the MoE layer's kernels, and what of the offloaded activations' copies outlasts the
+passes they hide behind (``offload_time``).  Sliding-window layers are averaged with the
 whole-sequence ones in the model's proportion.  ``step_time.predict`` multiplies these per-layer costs by the
 layers on each pipeline stage and the micro-batches of a step.
 """
 
 from __future__ import annotations
 
+from playground.planner.activations import layer_offloaded_bytes
 from playground.planner.comm_costs import context_parallel_time
 from playground.planner.costs import (BYTES, Cluster, Efficiency, Layout, Model, allreduce_time, dispatch_time,
                                       gemm_time, layer_forward, layer_gemms, module_recompute_time, moe_host_time,
                                       overlapped, per_op_recomputed, routing_map_gather_time, tensor_parallel_link)
+from playground.planner.errors import PlanError
 
-__all__ = ["layer_costs", "layer_elementwise", "layer_gemm_flops"]
+__all__ = ["layer_costs", "layer_elementwise", "layer_gemm_flops", "offload_time"]
 
 
 def layer_costs(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool) -> dict:
@@ -91,10 +94,27 @@ def _one_layer(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, 
     # the host launches a MoE layer's kernels while the GPU runs earlier ones; the dispatcher's host sync
     # lets it run no further ahead than the layer, so the GPU waits for whatever of the launching outlasts
     # the layer's device time
-    host = max(0.0, moe_host_time(model, layout, eff) - (f + backward + recompute + tp + cp + ep)) if moe else 0.0
+    device = f + backward + recompute + tp + cp + ep
+    launch = moe_host_time(model, layout, eff) if moe else 0.0
     return {"forward": f, "backward": backward, "compute": f + backward, "recompute": recompute, "tp": tp,
-            "cp": cp, "ep": ep, "host": host,
-            "parts": fwd}
+            "cp": cp, "ep": ep, "host": max(0.0, launch - device), "device": device, "launch": launch,
+            "offload": offload_time(model, cluster, layout, eff, moe, f, backward + recompute), "parts": fwd}
+
+
+def offload_time(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, moe: bool, forward: float,
+                 backward: float) -> float:
+    """Seconds a layer waits on its offloaded activations (``Layout.offload_modules``): they go to host memory
+    during its forward and come back during its backward, each way on the GPU's host link (PCIe or NVLink-C2C, at
+    the ``link`` share of its datasheet rate) on a copy engine, so only what outlasts that pass is exposed."""
+    off = layer_offloaded_bytes(model, layout, moe)
+    if not off:
+        return 0.0
+    rate = cluster.gpu.host_link_bytes_per_s
+    if not rate:
+        raise PlanError(f"the hardware table gives {cluster.gpu.name} no link to host memory, so offloading "
+                        "activations cannot be priced there")
+    one_way = off / (eff.link * rate)
+    return max(0.0, one_way - forward) + max(0.0, one_way - backward)
 
 
 def layer_gemm_flops(model: Model, layout: Layout, moe: bool) -> float:

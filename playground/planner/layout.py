@@ -23,12 +23,23 @@ from playground.planner.stages import even_chunks, placement_note, stage_layers
 
 __all__ = ["Cluster", "Layout", "Efficiency", "EFFICIENCY", "MEASURED", "BYTES", "RECOMPUTE", "RECOMPUTE_MODULES",
            "DTYPES", "FP8_SCALINGS", "EP_DISPATCHERS", "KERNELS", "CP_METHODS", "MOE_LAUNCH", "MOE_PROBS", "PP_SCHEDULES", "OPTIMIZER_MOMENTS", "RECOMPUTE_SHARES",
+           "OFFLOAD_MODULES", "OFFLOAD_CHOICES",
            "stage_layers", "placement_note", "even_chunks"]
 
 BYTES = 2  # bf16 activations, parameters and gradients
 RECOMPUTE = ("none", "selective", "op", "full")  # "op": torchtitan's per-op selective checkpointing
 # Megatron-Core's --recompute-modules (selective granularity; TransformerConfig.recompute_modules)
 RECOMPUTE_MODULES = ("core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp", "moe", "shared_experts")
+# Megatron-Core's fine-grained activation offloading (--offload-modules): the modules whose *input* goes to host
+# memory after the forward and comes back before the backward (docs/user-guide/features/
+# fine_grained_activation_offloading.md): the attention's norm, QKV projection, core and output projection, the
+# MLP's norm, and a MoE layer's first expert GEMM and activation
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+# the sets a range spans where a source offloads without naming the modules: none, and those Megatron-Core's MoE
+# guide and docs and Megatron-Bridge's recipes use (expert_fc1 alone: its DeepSeek-V3 GB200 recipe; expert_fc1 and
+# moe_act: the MoE README; core_attn and attn_proj: its DeepSeek recipes' common; all three: the feature's docs)
+OFFLOAD_CHOICES = ((), ("expert_fc1",), ("expert_fc1", "moe_act"), ("core_attn", "attn_proj"),
+                   ("core_attn", "attn_proj", "expert_fc1"))
 DTYPES = ("bf16", "fp8")
 # how FP8 GEMM operands are scaled: tensor (one scale per tensor from its current absolute maximum: Megatron-Bridge's
 # FP8-CS, torchao's tensorwise float8), delayed (one per tensor from earlier steps' maxima: Transformer Engine's
@@ -166,6 +177,8 @@ class Layout:
                                      # gradient and a weight gradient run later, into what would be the bubble)
     optimizer_moments: str = "fp32"  # OPTIMIZER_MOMENTS: Adam's moments in fp32 (12 bytes of optimizer state a
                                      # parameter with the fp32 master weight) or bf16 (8)
+    offload_modules: tuple = ()      # OFFLOAD_MODULES whose saved input waits in host memory between forward and
+                                     # backward (Megatron-Core's --fine-grained-activation-offloading); () none
 
     @classmethod
     def today(cls, tp: int = 1, pp: int = 1, dp: int = 1, **knobs) -> "Layout":
@@ -275,6 +288,8 @@ class Layout:
                                           "PP transfers exposed"),
                                          (self.pp > 1 and self.pp_schedule != "1f1b", f"{self.pp_schedule.upper()} schedule"),
                                          (self.optimizer_moments != "fp32", f"{self.optimizer_moments} Adam moments"),
+                                         (bool(self.offload_modules),
+                                          f"offloading the inputs of {' '.join(self.offload_modules)}"),
                                          (self.zero_stage == 3 and self.fp32_gather, "fp32 gathers"),
                                          (self.autocast_fp32 and not self.fp32_gather, "autocast over fp32 weights"),
                                          (self.fp8_activations, "FP8 activations"),

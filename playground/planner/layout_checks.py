@@ -2,7 +2,8 @@
 
 ``check_layout`` checks a ``Layout`` against a ``Model`` (and a GPU count): degrees that divide what they
 split, knobs that go together, values in their ranges; ``check_recompute_modules`` checks Megatron-Core's
-``--recompute-modules`` before a search would find that no layout runs.
+``--recompute-modules`` (``check_offload_modules`` its ``--offload-modules``) before a search would find that no
+layout runs.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.layout import (CP_METHODS, DTYPES, EP_DISPATCHERS, FP8_SCALINGS, KERNELS, MOE_LAUNCH, MOE_PROBS,
-                                      OPTIMIZER_MOMENTS, PP_SCHEDULES, RECOMPUTE,
+                                      OFFLOAD_MODULES, OPTIMIZER_MOMENTS, PP_SCHEDULES, RECOMPUTE,
                                        RECOMPUTE_MODULES, TP_OVERLAP, Layout)
 
-__all__ = ["check_layout", "check_recompute_modules"]
+__all__ = ["check_layout", "check_recompute_modules", "check_offload_modules"]
 
 
 def check_recompute_modules(model: Model, modules) -> None:
@@ -24,15 +25,34 @@ def check_recompute_modules(model: Model, modules) -> None:
     _check_modules(model, Layout(1, 1, 1, recompute="selective", recompute_modules=modules))
 
 
+def check_offload_modules(model: Model, modules) -> None:
+    """A ``PlanError`` naming an offload module that is unknown, alone where Megatron-Core needs a partner (attn_proj
+    beside core_attn: the two share the attention's output), or one ``model`` lacks (the experts' on a dense model)."""
+    if not modules:
+        return
+    _known(modules, "offload", OFFLOAD_MODULES)
+    if "attn_proj" in modules and "core_attn" not in modules:
+        raise PlanError("offload module attn_proj needs core_attn beside it (Megatron-Core's rule: they share the "
+                        "attention's output)")
+    moe = [m for m in modules if m in ("expert_fc1", "moe_act")]
+    if moe and not model.is_moe:
+        raise PlanError(f"offload module {moe[0]} needs a model with experts; this one has none")
+
+
+def _known(modules, kind: str, allowed: tuple) -> None:
+    """Megatron-Core's --recompute-modules or --offload-modules: a list of names it knows."""
+    if isinstance(modules, str) or not isinstance(modules, (tuple, list)):
+        raise PlanError(f"{kind} modules are Megatron-Core's --{kind}-modules, a list; got {modules!r}")
+    bad = [m for m in modules if m not in allowed]
+    if bad:
+        raise PlanError(f"unknown {kind} module {bad[0]!r}; choose from {', '.join(allowed)}")
+
+
 def _check_modules(model: Model, layout: Layout) -> None:
     modules = layout.recompute_modules
     if not modules:
         return
-    if isinstance(modules, str) or not isinstance(modules, (tuple, list)):
-        raise PlanError(f"recompute modules are Megatron-Core's --recompute-modules, a list; got {modules!r}")
-    bad = [m for m in modules if m not in RECOMPUTE_MODULES]
-    if bad:
-        raise PlanError(f"unknown recompute module {bad[0]!r}; choose from {', '.join(RECOMPUTE_MODULES)}")
+    _known(modules, "recompute", RECOMPUTE_MODULES)
     needs = {"moe_act": model.is_moe, "moe": model.is_moe, "shared_experts": model.is_moe and model.shared_width,
              "mla_up_proj": model.is_mla}
     wrong = [m for m in modules if not needs.get(m, True)]
@@ -108,6 +128,7 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if layout.vpp > 1 and layout.micro_batches % layout.pp:
         raise PlanError(f"the interleaved schedule needs the {layout.micro_batches} micro-batches "
                         f"to be a multiple of PP={layout.pp}")
+    check_offload_modules(model, layout.offload_modules)
     if layout.optimizer_moments not in OPTIMIZER_MOMENTS:
         raise PlanError(f"optimizer_moments must be one of {', '.join(OPTIMIZER_MOMENTS)}, got {layout.optimizer_moments!r}")
     if layout.pp_schedule not in PP_SCHEDULES:

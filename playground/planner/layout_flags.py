@@ -57,6 +57,12 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "layernorm (the norms' outputs), moe_act (the experts' activation), mla_up_proj (MLA's "
                      "up-projections), mlp (the dense MLP), moe (the whole MoE layer), shared_experts; implies "
                      "--recompute selective (default: core_attn)")
+    lay.add_argument("--offload-modules", metavar="LIST", help="fine-grained activation offloading, as Megatron-Core's "
+                     "--offload-modules, comma-separated: the modules whose saved input waits in host memory between "
+                     "forward and backward, copied over the GPU's host link (PCIe, or NVLink-C2C on GB200/GB300) behind "
+                     "the layer's passes: attn_norm, qkv_linear, core_attn (Q, K and V), attn_proj (the attention "
+                     "output; with core_attn), mlp_norm, expert_fc1 (each dispatched copy), moe_act (the experts' gate "
+                     "and up products); none for none (default: none)")
     lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
                      "the attention core and the logits stay bf16 (default: bf16)")
     lay.add_argument("--fp8-scaling", choices=FP8_SCALINGS, help="with --dtype fp8, how each operand is scaled: "
@@ -195,6 +201,12 @@ def layout_knobs(opts) -> dict:
         knobs["recompute_modules"] = tuple(m.strip() for m in modules.split(",") if m.strip())
         if not knobs["recompute_modules"]:
             raise PlanError("--recompute-modules needs at least one module, e.g. core_attn,layernorm")
+    offload = getattr(opts, "offload_modules", None)
+    if offload is not None:
+        knobs["offload_modules"] = () if offload.strip() == "none" else \
+            tuple(m.strip() for m in offload.split(",") if m.strip())
+        if offload.strip() != "none" and not knobs["offload_modules"]:
+            raise PlanError("--offload-modules needs at least one module, e.g. expert_fc1, or none")
     share = getattr(opts, "recompute_share", None)
     if share is not None:
         if opts.recompute not in (None, "full"):

@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from playground import hardware
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, RECOMPUTE, RECOMPUTE_SHARES, Cluster, Efficiency, Layout, even_chunks
+from playground.planner.layout import EFFICIENCY, OFFLOAD_CHOICES, RECOMPUTE, RECOMPUTE_SHARES, Cluster, Efficiency, Layout, even_chunks
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu, usable_memory_bytes
@@ -248,6 +248,9 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
         tries.append(("--fp8-params", replace(layout, fp8_params=True)))   # the FP8 copy becomes the weight
     if layout.optimizer_moments == "fp32":   # Adam's moments at 2 bytes each, the master weight kept
         tries.append(("--optimizer-moments bf16", replace(layout, optimizer_moments="bf16")))
+    if not layout.offload_modules and hardware.gpu(gpu).host_link_bytes_per_s:   # saved inputs to host memory
+        for modules in OFFLOAD_CHOICES[1:]:
+            tries.append((f"--offload-modules {','.join(modules)}", replace(layout, offload_modules=modules)))
     if layout.micro_batch > 1:
         tries.append(("--micro-batch-size 1", replace(layout, micro_batch=1)))
     for factor in (2, 4, 8):

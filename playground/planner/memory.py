@@ -16,7 +16,9 @@ For the fullest pipeline stage of a layout (every stage is checked; the fullest 
   layer's input, plus one layer's activations while it is recomputed (in ``Layout.recompute_share``
   of the layers: the rest keep everything, counted as an average layer); Megatron-Core's selective
   modules (``Layout.recompute_modules``) keep none of what they recompute; under FP8 each linear layer
-  keeps the FP8 copy of its input it cast (Transformer Engine; ``Layout.fp8_saved_inputs``).
+  keeps the FP8 copy of its input it cast (Transformer Engine; ``Layout.fp8_saved_inputs``).  The inputs
+  ``Layout.offload_modules`` sends to host memory are not kept, but two layers' worth of them are on the GPU
+  at a time: the copies leaving in forward and the ones brought back ahead of backward.
 * **FP8 weights** (``fp8_weight_bytes``): under FP8 outside ZeRO-3 Transformer Engine keeps an FP8 copy of
   each linear weight, 1 byte an element, 2 where it also keeps the transpose (a Hopper's FP8 GEMMs take one
   layout; Blackwell's any: its ``is_non_tn_fp8_gemm_supported``) or, under block scaling, both directions
@@ -46,7 +48,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from playground import hardware
-from playground.planner.activations import activation_bytes_per_layer, layer_activation_bytes
+from playground.planner.activations import activation_bytes_per_layer, layer_activation_bytes, layer_offloaded_bytes
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.gemms import block_matmuls
@@ -169,6 +171,9 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     act_dense = layer_activation_bytes(model, layout, moe=False)
     act_moe = layer_activation_bytes(model, layout, moe=True) if model.is_moe else act_dense
     full_layer = max(act_dense, act_moe)
+    # offloaded inputs wait in host memory; on the GPU, a layer's worth being copied out in forward and one
+    # brought back ahead of its backward
+    staging = 2 * max(layer_offloaded_bytes(model, layout, moe) for moe in ((False, True) if model.is_moe else (False,)))
     if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
         full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none", recompute_share=1.0), moe)
                          for moe in ((False, True) if model.is_moe else (False,)))
@@ -199,6 +204,8 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         acts = in_flight * sum(per_layer) if layers else 0.0
         if layout.recompute == "full" and layers:
             acts += full_layer
+        if staging and layers:
+            acts += staging
         per_logit = LOGIT_BYTES if layout.loss_fp32 else BF16_LOGIT_BYTES
         logits = per_logit * model.seq_len * layout.micro_batch * model.vocab / (layout.tp * layout.cp) \
             if i == p - 1 else 0.0

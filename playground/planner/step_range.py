@@ -28,7 +28,8 @@ from dataclasses import replace
 
 from playground.planner.costs import MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS
 from playground.planner.errors import PlanError
-from playground.planner.layout import EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, OPTIMIZER_MOMENTS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout
+from playground.planner.layout import (EFFICIENCY, EP_DISPATCHERS, FP8_SCALINGS, MOE_LAUNCH, MOE_PROBS, OFFLOAD_CHOICES,
+                                      OPTIMIZER_MOMENTS, RECOMPUTE_SHARES, Cluster, Efficiency, Layout)
 from playground.planner.layout_checks import check_layout
 from playground.planner.architecture import Model
 from playground.planner.memory import memory_per_gpu
@@ -62,6 +63,7 @@ SETTINGS = {
     "p2p_overlap": (False, True),      # the interleaved schedule's transfers behind compute, or waited on
     "pp_schedule": ("1f1b", "zb-h1"),  # 1F1B, or zero-bubble's ZB-H1 (only where vpp is 1)
     "optimizer_moments": OPTIMIZER_MOMENTS,  # Adam's moments in fp32 or bf16
+    "offload_modules": OFFLOAD_CHOICES,  # which saved inputs wait in host memory (none, or a set recipes use)
     "fp8_weight_cache": (True, False),  # FP8 weights cast once per step, or every micro-batch
     "fp8_params": (True, False),       # weights kept in FP8 (Megatron's --fp8-param-gather), or bf16 beside their copy
     "fp8_scaling": FP8_SCALINGS,       # scales per tensor now, per tensor from the past, or per block

@@ -183,7 +183,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         dense_p, expert_p = stage_params(model, layout, i, n_layers, first)
         first += n_layers
         row = {k: sum(counts[moe] * costs[moe][k] for moe in kinds)
-               for k in ("compute", "recompute", "tp", "cp", "ep", "host")}
+               for k in ("compute", "recompute", "tp", "cp", "ep", "host", "offload")}
         row["zero3"] = 0.0
         if shard_n > 1 and n_layers:   # the routed experts sharded over expert DP, on its link
             experts = (expert_p / n_layers * BYTES, expert_shard, edp_bw, edp_link) if expert_p else None
@@ -195,7 +195,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                    layer_params=stage_params(model, layout, i, n_layers, first - n_layers, embeddings=False)[0],
                    # what a transfer on another stream hides behind: the passes with the layers' collectives
                    windows=[sum(counts[moe] * pass_windows(costs[moe])[i] for moe in kinds) for i in (0, 1)])
-        row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "zero3", "logits"))
+        row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "offload", "zero3",
+                                            "logits"))
         rows.append(row)
     slow = max(rows, key=lambda r: r["total"])
 
@@ -270,6 +271,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         "zero3_gathers": m * slow["zero3"],
         "optimizer": optimizer_t,
         "moe_host_wait": m * slow["host"],
+        # the offloaded activations' copies, where they outlast their passes (a key only where a layout offloads)
+        **({"activation_offload": m * slow["offload"]} if layout.offload_modules else {}),
     }
     mem = memory_per_gpu(model, layout, gpu)
     counts_slow = slow["counts"]
@@ -300,6 +303,9 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                              **({"shard": shard_bw, "replica": replica_bw} if hsdp else {})},
         "dp_comm_s": dp_t, "dp_comm_hidden_s": hidden_dp,
         "useful_compute_s": m * slow["compute"],
+        # a MoE layer's pass, one micro-batch: the device's work against the host's launching (what "host" waits on)
+        **({"moe_layer_pass": {"device_s": costs[True]["device"], "launch_s": costs[True]["launch"]}}
+           if model.is_moe else {}),
         "memory": mem,
         "layout": asdict(layout), "gpus": n, "gpu": gpu.name, "micro_batches": m,
         "stage_layers": slow["layers"], "placement": list(stages), "placement_note": placement_note(model, layout),

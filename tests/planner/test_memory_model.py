@@ -420,3 +420,61 @@ def test_bf16_adam_moments_keep_eight_bytes_of_optimizer_state_a_parameter_not_t
     assert "bf16 Adam moments" in replace(lay, optimizer_moments="bf16").describe()
     with pytest.raises(PlanError, match="optimizer_moments"):
         memory_per_gpu(LLAMA8, replace(lay, optimizer_moments="fp16"))
+
+
+def test_offloaded_inputs_wait_in_host_memory_and_two_layers_worth_stay_on_the_gpu():
+    """Megatron-Core's fine-grained activation offloading sends each named module's saved input to host memory:
+    for Llama 3 8B the five dense modules take both norms' inputs, the attention norm's output, Q, K, V and the
+    attention output off the GPU, leaving the MLP norm's output and the SwiGLU's three products (and the
+    log-sum-exp); for Mixtral, expert_fc1 takes each dispatched copy (h a copy) and moe_act its gate and up products
+    (2 f).  On the GPU the activations are the kept bytes of every layer in flight plus two layers' offloaded ones:
+    the copies leaving in forward and those brought back ahead of backward."""
+    from playground.planner.activations import layer_offloaded_bytes
+    h, k, d, f, a, s = 4096, 8, 128, 14336, 32, 8192
+    dense = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm")
+    lay = Layout.today(global_batch=8)
+    off = replace(lay, offload_modules=dense)
+    assert layer_activation_bytes(LLAMA8, off) == s * (2 * (h + 3 * f) + 4 * a)
+    assert layer_offloaded_bytes(LLAMA8, off) == s * 2 * (5 * h + 2 * k * d)
+    kept, moved = memory_per_gpu(LLAMA8, lay), memory_per_gpu(LLAMA8, off)
+    assert moved["activations"] == pytest.approx(kept["activations"] - 32 * layer_offloaded_bytes(LLAMA8, off)
+                                                 + 2 * layer_offloaded_bytes(LLAMA8, off))
+    mixtral = preset("mixtral-8x7b")
+    moe = Layout.today(ep=8, dp=8, global_batch=64)
+    tokens, top_k, fm = mixtral.seq_len, mixtral.top_k, mixtral.expert_width
+    base = layer_activation_bytes(mixtral, moe, moe=True)
+    assert base - layer_activation_bytes(mixtral, replace(moe, offload_modules=("expert_fc1",)), moe=True) == \
+        pytest.approx(tokens * top_k * 2 * mixtral.hidden)
+    assert base - layer_activation_bytes(mixtral, replace(moe, offload_modules=("moe_act",)), moe=True) == \
+        pytest.approx(tokens * top_k * 2 * 2 * fm)
+    assert "offloading the inputs of expert_fc1" in replace(moe, offload_modules=("expert_fc1",)).describe()
+
+
+@pytest.mark.parametrize("modules, error", [(("attn_proj",), "needs core_attn"), (("expert_fc1",), "needs a model with experts"),
+                                            (("mlp",), "unknown offload module"), ("core_attn", "a list")])
+def test_offload_modules_follow_megatron_cores_rules(modules, error):
+    with pytest.raises(PlanError, match=error):
+        memory_per_gpu(LLAMA8, replace(Layout.today(), offload_modules=modules))
+
+
+def test_offloaded_copies_cost_only_what_outlasts_the_pass_they_hide_behind():
+    """Each layer's offloaded bytes leave over the host link during its forward and come back during its backward, on
+    a copy engine: the exposed time is what outlasts each pass, at the ``link`` share of the datasheet rate.  Llama 3
+    8B's dense modules over an H100's PCIe Gen5 (64 GB/s a direction) outlast the forward; over a GB200's share of
+    NVLink-C2C (225 GB/s) they hide.  A TPU has no host link in the table: offloading there is an error, not a guess."""
+    from playground.planner import Cluster, EFFICIENCY, predict
+    from playground.planner.activations import layer_offloaded_bytes
+    from playground.planner.layer_costs import layer_costs
+    lay = replace(Layout.today(global_batch=8), offload_modules=("attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                                                 "mlp_norm"))
+    h100, gb200 = Cluster.of("H100"), Cluster.of("GB200")
+    costs = layer_costs(LLAMA8, h100, lay, EFFICIENCY, moe=False)
+    one_way = layer_offloaded_bytes(LLAMA8, lay) / (EFFICIENCY.link * 64e9)
+    assert costs["offload"] == pytest.approx(max(0, one_way - costs["forward"])
+                                             + max(0, one_way - costs["backward"] - costs["recompute"]))
+    assert costs["offload"] > 0 and layer_costs(LLAMA8, gb200, lay, EFFICIENCY, moe=False)["offload"] == 0
+    p, kept = predict(LLAMA8, h100, lay), predict(LLAMA8, h100, Layout.today(global_batch=8))
+    assert p["time_breakdown"]["activation_offload"] > 0 and "activation_offload" not in kept["time_breakdown"]
+    assert p["step_time_s"] - kept["step_time_s"] == pytest.approx(p["time_breakdown"]["activation_offload"])
+    with pytest.raises(PlanError, match="no link to host memory"):
+        predict(LLAMA8, Cluster.of("TPUv4"), lay)

@@ -144,3 +144,18 @@ def test_bf16_adam_moments_are_named_among_the_changes_that_would_fit():
     advice = {a["change"]: a["memory_bytes"] for a in p["fit_advice"]}
     assert advice["--optimizer-moments bf16"] <= p["memory"]["usable"] and "--zero-stage 1" in advice
     assert p["memory"]["total"] - advice["--optimizer-moments bf16"] == pytest.approx(4 * p["params"] / 2, rel=0.01)
+
+
+def test_activation_offloading_is_named_among_the_changes_that_would_fit():
+    """The Megatron-Core MoE report's Qwen3-235B at micro-batch 3 on 256 GB200s, with every activation on the GPU, is
+    counted past the GB200; offloading each dispatched copy to host memory (--offload-modules expert_fc1, what its
+    Table 5 ran) is the smallest change that fits, named beside the others; on a TPU, with no host link in the
+    hardware table, it is not offered."""
+    from dataclasses import replace
+    from playground.planner.layout_search import fit_advice
+    from playground.planner.published_moe_report import MCORE_MOE_REPORT
+    row = next(r for r in MCORE_MOE_REPORT if r.layout.offload_modules)
+    kept = replace(row.layout, offload_modules=())
+    advice = [a["change"] for a in fit_advice(row.model, kept, "GB200", 256)]
+    assert "--offload-modules expert_fc1" in advice and "--micro-batch-size 1" in advice
+    assert not any(a["change"].startswith("--offload") for a in fit_advice(row.model, kept, "TPUv4", 256))

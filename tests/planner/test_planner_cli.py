@@ -247,7 +247,8 @@ def test_a_layout_inside_the_gpu_but_past_the_margin_fits_only_tightly_and_says_
     report = step_time_report(predict_from_args(planner_parser().parse_args(args)))
     assert "(fits only tightly)" in report and "expandable_segments" in report
     room = [line for line in report.splitlines() if line.startswith("with room --")]
-    assert room[0] == "with room --optimizer-moments bf16: 70.4 GiB" and len(room) == 4   # the smallest change first
+    assert room[0] == "with room --offload-modules expert_fc1: 71.2 GiB" and len(room) == 4   # the smallest change first
+    assert "with room --optimizer-moments bf16: 70.4 GiB" in room
     plan = _cli(*args, "--tokens", "1T")
     assert plan.returncode == 0 and "fits only tightly" in plan.stdout and "with room  --" in plan.stdout
 
@@ -306,3 +307,12 @@ def test_bf16_adam_moments_are_a_flag_the_layout_line_names_and_a_bad_dtype_is_o
     assert out.returncode == 0 and "bf16 Adam moments" in out.stdout
     bad = _cli("--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--optimizer-moments", "fp16")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--optimizer-moments" in bad.stderr
+
+
+def test_activation_offloading_is_a_flag_the_layout_line_names_and_a_lone_attn_proj_is_one_line():
+    out = _cli("--model", "mixtral-8x7b", "--gpu", "H100", "--gpus", "64", "--ep", "8", "--tokens", "1B",
+               "--offload-modules", "expert_fc1,moe_act")
+    assert out.returncode == 0 and "offloading" in out.stdout and "activation_offload" in out.stdout
+    for modules, says in (("attn_proj", "needs core_attn"), ("expert_fc1", "needs a model with experts")):
+        bad = _cli("--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tokens", "1B", "--offload-modules", modules)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and says in bad.stderr
