@@ -478,3 +478,19 @@ def test_offloaded_copies_cost_only_what_outlasts_the_pass_they_hide_behind():
     assert p["step_time_s"] - kept["step_time_s"] == pytest.approx(p["time_breakdown"]["activation_offload"])
     with pytest.raises(PlanError, match="no link to host memory"):
         predict(LLAMA8, Cluster.of("TPUv4"), lay)
+
+
+def test_chapter_5s_offload_exercise_prints_what_its_solution_says():
+    """ex-capacity-offload: Qwen3-235B at micro-batch 3 on 256 GB200s fits offloading each dispatched copy, at full
+    speed; recomputing the MoE layer or dropping to micro-batch 1 fits too, slower."""
+    from playground.planner import predict
+    from playground.planner.published_moe_report import MCORE_MOE_REPORT
+    row = next(r for r in MCORE_MOE_REPORT if r.layout.offload_modules)
+    kept = replace(row.layout, offload_modules=())
+    quoted = {"offload": (row.layout, "168.6", "6,849"),
+              "moe": (replace(kept, recompute_modules=("moe_act", "layernorm", "moe")), "102.2", "5,520"),
+              "mbs1": (replace(kept, micro_batch=1), "86.0", "5,321")}
+    for lay, gb, speed in quoted.values():
+        p = predict(row.model, row.cluster, lay)
+        assert (f"{p['memory']['total'] / 1e9:.1f}", f"{p['tokens_per_s'] / p['gpus']:,.0f}") == (gb, speed)
+    assert not memory_per_gpu(row.model, kept, row.gpu)["fits"]
