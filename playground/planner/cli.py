@@ -118,7 +118,7 @@ def report(p: dict, ranked: bool = False) -> str:
         + (f" + ZeRO-3 buffers {_gib(m['zero3_buffers'])}" if m["zero3_buffers"] else "")
         + f" + activations {_gib(m['activations'])}" + (f" + logits {_gib(m['logits'])}" if m["logits"] else "")
         + f" (stage {m['stage']}) of {_gib(m['usable'])} usable ({_gib(m['capacity'])} on the GPU): "
-        + fit_verdict(m),
+        + fit_verdict(m) + (f"; {_gib(m['offloaded'])} of activations in host memory" if m.get("offloaded") else ""),
     ]
     if p.get("time_breakdown"):
         step = p["step_time_s"]

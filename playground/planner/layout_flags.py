@@ -62,7 +62,7 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "forward and backward, copied over the GPU's host link (PCIe, or NVLink-C2C on GB200/GB300) behind "
                      "the layer's passes: attn_norm, qkv_linear, core_attn (Q, K and V), attn_proj (the attention "
                      "output; with core_attn), mlp_norm, expert_fc1 (each dispatched copy), moe_act (the experts' gate "
-                     "and up products); none for none (default: none)")
+                     "and up products); none offloads nothing (default: none)")
     lay.add_argument("--dtype", choices=("bf16", "fp8"), help="GEMM precision; fp8 casts every GEMM operand, "
                      "the attention core and the logits stay bf16 (default: bf16)")
     lay.add_argument("--fp8-scaling", choices=FP8_SCALINGS, help="with --dtype fp8, how each operand is scaled: "

@@ -161,7 +161,8 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     """Bytes per GPU of the fullest pipeline stage, by part (see the module docstring).
 
     Keys: ``model_states`` (and ``model_state_parts``), ``zero3_buffers``, ``activations``,
-    ``logits``, ``total``, ``stage`` (which stage is fullest), ``stage_layers``; with ``gpu``
+    ``logits``, ``total``, ``stage`` (which stage is fullest), ``stage_layers``, and where the layout offloads
+    activations ``offloaded`` (the bytes that stage keeps in host memory, not counted in ``total``); with ``gpu``
     also ``capacity``, ``usable``, ``fits`` (the total inside the GPU's memory) and ``tight`` (it
     fits, but past the usable memory: into the allowance)."""
     check_layout(model, layout)
@@ -173,7 +174,9 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     full_layer = max(act_dense, act_moe)
     # offloaded inputs wait in host memory; on the GPU, a layer's worth being copied out in forward and one
     # brought back ahead of its backward
-    staging = 2 * max(layer_offloaded_bytes(model, layout, moe) for moe in ((False, True) if model.is_moe else (False,)))
+    off_dense = layer_offloaded_bytes(model, layout, moe=False)
+    off_moe = layer_offloaded_bytes(model, layout, moe=True) if model.is_moe else off_dense
+    staging = 2 * max(off_dense, off_moe)
     if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
         full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none", recompute_share=1.0), moe)
                          for moe in ((False, True) if model.is_moe else (False,)))
@@ -213,6 +216,8 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         row = {"model_states": states["total"], "model_state_parts": states, "zero3_buffers": buffers,
                "activations": acts, "logits": logits, "total": total, "stage": i, "stage_layers": layers,
                "in_flight_micro_batches": in_flight}
+        if staging:   # what waits in host memory, per GPU (a key only where a layout offloads)
+            row["offloaded"] = in_flight * (dense_layers_here * off_dense + (layers - dense_layers_here) * off_moe)
         if best is None or total > best["total"]:
             best = row
     if spec is not None:

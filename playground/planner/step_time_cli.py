@@ -100,7 +100,8 @@ def _report(r: dict) -> str:
 
              f"memory   {mem['total'] / 2 ** 30:.1f} GiB of {mem['usable'] / 2 ** 30:.1f} GiB usable "
              f"({mem['capacity'] / 2 ** 30:.1f} GiB on the GPU)" + ("" if fit_verdict(mem) == "fits" else
-                                                                    f"  ({fit_verdict(mem)})")]
+                                                                    f"  ({fit_verdict(mem)})")
+             + (f"; {mem['offloaded'] / 2 ** 30:.1f} GiB of activations in host memory" if mem.get("offloaded") else "")]
     if mem["tight"]:
         lines.append(f"memory   {tight_note(mem)}")
     if not mem["fits"] or mem["tight"]:

@@ -439,6 +439,7 @@ def test_offloaded_inputs_wait_in_host_memory_and_two_layers_worth_stay_on_the_g
     kept, moved = memory_per_gpu(LLAMA8, lay), memory_per_gpu(LLAMA8, off)
     assert moved["activations"] == pytest.approx(kept["activations"] - 32 * layer_offloaded_bytes(LLAMA8, off)
                                                  + 2 * layer_offloaded_bytes(LLAMA8, off))
+    assert moved["offloaded"] == pytest.approx(32 * layer_offloaded_bytes(LLAMA8, off)) and "offloaded" not in kept
     mixtral = preset("mixtral-8x7b")
     moe = Layout.today(ep=8, dp=8, global_batch=64)
     tokens, top_k, fm = mixtral.seq_len, mixtral.top_k, mixtral.expert_width

@@ -313,6 +313,7 @@ def test_activation_offloading_is_a_flag_the_layout_line_names_and_a_lone_attn_p
     out = _cli("--model", "mixtral-8x7b", "--gpu", "H100", "--gpus", "64", "--ep", "8", "--tokens", "1B",
                "--offload-modules", "expert_fc1,moe_act")
     assert out.returncode == 0 and "offloading" in out.stdout and "activation_offload" in out.stdout
+    assert "of activations in host memory" in " ".join(out.stdout.split())
     for modules, says in (("attn_proj", "needs core_attn"), ("expert_fc1", "needs a model with experts")):
         bad = _cli("--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tokens", "1B", "--offload-modules", modules)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and says in bad.stderr
