@@ -129,6 +129,10 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"the interleaved schedule needs the {layout.micro_batches} micro-batches "
                         f"to be a multiple of PP={layout.pp}")
     check_offload_modules(model, layout.offload_modules)
+    if layout.offload_modules and (layout.recompute == "op" or layout.full_recompute_share == 1):
+        raise PlanError(f"--offload-modules sends to host memory inputs that --recompute {layout.recompute} does not "
+                        "keep: with it there is nothing to offload (offload with selective or no recomputation, or a "
+                        "--recompute-share below 1)")
     if layout.optimizer_moments not in OPTIMIZER_MOMENTS:
         raise PlanError(f"optimizer_moments must be one of {', '.join(OPTIMIZER_MOMENTS)}, got {layout.optimizer_moments!r}")
     if layout.pp_schedule not in PP_SCHEDULES:

@@ -229,7 +229,10 @@ def fit_advice(model: Model, layout: Layout, gpu, gpus: int) -> list[dict]:
     usable = usable_memory_bytes(gpu)
     tries = []
     for rc in RECOMPUTE[RECOMPUTE.index(layout.recompute) + 1:]:
-        tries.append((f"--recompute {rc}", replace(layout, recompute=rc)))
+        # whole-block and per-op recomputation keep none of what offloading would move: it goes with them
+        gone = layout.offload_modules and rc in ("op", "full")
+        tries.append((f"--recompute {rc}" + (" --offload-modules none" if gone else ""),
+                      replace(layout, recompute=rc, offload_modules=() if gone else layout.offload_modules)))
     for share in RECOMPUTE_SHARES:   # the fewest blocks recomputed whole that fit
         if share > layout.full_recompute_share:
             tries.append((f"--recompute-share {Fraction(share)}", replace(layout, recompute="full", recompute_share=share)))

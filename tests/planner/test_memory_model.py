@@ -495,3 +495,18 @@ def test_chapter_5s_offload_exercise_prints_what_its_solution_says():
         p = predict(row.model, row.cluster, lay)
         assert (f"{p['memory']['total'] / 1e9:.1f}", f"{p['tokens_per_s'] / p['gpus']:,.0f}") == (gb, speed)
     assert not memory_per_gpu(row.model, kept, row.gpu)["fits"]
+
+
+def test_offloading_beside_whole_block_recomputation_is_an_error_not_a_silent_no_op():
+    """Full (every block) and per-op recomputation keep none of the inputs offloading moves: asking for both is a
+    one-line error; with a share of the blocks recomputed the others still offload, and the fit advice that moves
+    an offloading layout to full recomputation says it drops the offloading."""
+    from playground.planner.layout_search import fit_advice
+    for rc in ("full", "op"):
+        with pytest.raises(PlanError, match="nothing to offload"):
+            memory_per_gpu(LLAMA8, replace(Layout.today(), recompute=rc, offload_modules=("core_attn",)))
+    half = replace(Layout.today(global_batch=8), recompute="full", recompute_share=0.5, offload_modules=("core_attn",))
+    assert memory_per_gpu(LLAMA8, half)["offloaded"] > 0
+    mixtral = preset("mixtral-8x7b")
+    lay = Layout.today(ep=8, dp=64, global_batch=128, offload_modules=("expert_fc1", "moe_act"))
+    assert "--recompute full --offload-modules none" in [a["change"] for a in fit_advice(mixtral, lay, "H100", 64)]
