@@ -26,14 +26,15 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            ring_network_bandwidth, ring_passes, routing_map_gather_time, shard_link,
                                            tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
-from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNELS, FP8_QUANTIZE_KERNELS,  # noqa: F401
-                                           MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS, expert_bias_kernels, fp8_expert_casts,
-                                           moe_gap_time, moe_host_time, moe_layer_kernels)
+from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNELS, EXPERT_GEMMS,  # noqa: F401
+                                           FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,
+                                           expert_bias_kernels, expert_gemm_launches, fp8_expert_casts, moe_gap_time,
+                                           moe_host_time, moe_layer_kernels)
 
 __all__ = ["Model", "Cluster", "Layout", "Efficiency", "EFFICIENCY", "BYTES", "FP32_STREAM_BYTES", "BF16_STREAM_BYTES",
            "EAGER_MOE_ROW_BYTES", "EAGER_MOE_ACT_BYTES", "MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "moe_host_time",
            "moe_layer_kernels", "moe_gap_time", "FP8_QUANTIZE_KERNELS", "fp8_expert_casts", "EXPERT_BIAS_KERNELS",
-           "EXPERT_BIAS_BYTES", "expert_bias_kernels", "expert_bias_bytes",
+           "EXPERT_BIAS_BYTES", "expert_bias_kernels", "expert_bias_bytes", "EXPERT_GEMMS", "expert_gemm_launches",
            "ring_merge_bytes",
            "check_layout", "layer_gemms",
            "sustained_rate", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "layer_forward", "flops_per_step", "allreduce_time", "allgather_time", "alltoall_time",

@@ -66,6 +66,7 @@ _SPREAD = {
     "kernel_s": (3.0e-6, 6.8e-6),  # raw cuLaunchKernel ... Inductor's per-kernel launch
     "host_kernel_s": (24.8e-6, 39.5e-6),  # the fastest and slowest path and shape measured on the H200
     "graph_kernel_s": (1.02e-6, 1.63e-6),  # the H200's graphed layers, least and most
+    "expert_gemm_host_s": (10e-6, 19.5e-6),  # a memoized-free cuBLASLt launch (RAFT) ... TE's steepest pair of rows
     "latency_s": (3e-6, 25e-6),   # nccl-tests' NVLink send/recv ... NCCL's model of a whole small all-reduce
     "tile": ((128, 128), (256, 128)),
     "optimizer_bytes": (28, 34),
@@ -107,6 +108,7 @@ class Efficiency:
     kernel_s: float = 5e-6    # fixed launch + dispatch cost per kernel (PyTorch eager, CUDA)
     host_kernel_s: float = 32e-6  # host time to issue one kernel of an eager MoE layer (Python, dispatcher, launch)
     graph_kernel_s: float = 1.1e-6  # the device's gap a kernel of a MoE layer replayed from a CUDA graph
+    expert_gemm_host_s: float = 18.6e-6  # host time per expert GEMM Transformer Engine launches from C++ (multi-stream)
     latency_s: float = 10e-6  # per ring step of a collective / per p2p message
     tile: tuple = (256, 128)  # cuBLAS's typical output tile (rows x columns)
     optimizer_bytes: float = 30  # HBM bytes per owned parameter in one Adam step

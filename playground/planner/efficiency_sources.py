@@ -200,6 +200,17 @@ SOURCES = {
                      "launched, 24.8-39.5 us over three paths (grouped, grouped after a host sync, a GEMM per "
                      "expert) and six shapes, median 31.6; 32 taken.  It is Python, PyTorch's dispatcher and the "
                      "launch on that VM's host CPU: another host or a stack that launches from C++ differs",
+    "expert_gemm_host_s": "published measurement: Transformer Engine's grouped GEMM as GroupedLinear runs it by default, "
+                          "one cuBLASLt GEMM per expert issued from C++ over four streams (multi_stream_cublas_gemm, "
+                          "transformer_engine/common/gemm/cublaslt_gemm.cu, read at d0067d0da), timed on a Blackwell "
+                          "(SM100) in pull request 3134's table (https://github.com/NVIDIA/TransformerEngine/pull/3134, "
+                          "benchmarks/linear/benchmark_grouped_linear.py, NVFP4, 2048 x 2048 weights): 0.266-0.272 ms "
+                          "a call for 8 experts whatever their tokens (1,024-4,096), 0.414-0.422 for 16, so the host "
+                          "sets the pace; the slope, 18.6 us an expert GEMM (17.8-19.5 over the rows' pairs), taken; "
+                          "the low end 10 us, a cuBLASLt GEMM's launch with its heuristic query unmemoized as RAFT "
+                          "measured it from the host (https://github.com/NVIDIA/raft/pull/1736).  The call's fixed "
+                          "part (0.12 ms, the benchmark's Python among it) is not taken: the grouped GEMM's own launch "
+                          "stays host_kernel_s",
     "graph_kernel_s": "measured: the device's idle time a kernel of the course's MoE layer captured in a CUDA graph "
                       "on one H200 (python -m playground.bench moe, its grouped_graph path; results/moe-nvidia-"
                       "h200*.json): wall time less the traced kernels' busy time over their count, median over its "

@@ -50,7 +50,7 @@ EP_DISPATCHERS = ("alltoall", "deepep", "hybridep")   # how tokens reach their e
 CP_METHODS = ("ring", "allgather", "ulysses")
 KERNELS = ("fused", "eager")
 TP_OVERLAP = ("none", "forward", "all")
-MOE_LAUNCH = ("grouped", "per_expert", "graphed")
+MOE_LAUNCH = ("grouped", "multi_stream", "per_expert", "graphed")
 # pipeline schedules (step_time's bubble): 1F1B (interleaved when vpp > 1), or ZB-H1, 1F1B with each backward split
 # into its input-gradient half and a weight-gradient half deferred into the bubble (Qi et al. 2024)
 PP_SCHEDULES = ("1f1b", "zb-h1")
@@ -151,7 +151,9 @@ class Layout:
     ep_dispatch: str = "alltoall"    # alltoall (a copy per token and expert) | deepep (once per node and GPU)
     #                                  | hybridep (as deepep, in bf16, after an all-gather of the routing maps)
     moe_launch: str = "grouped"      # how the host launches a MoE layer's kernels (costs.moe_host_time): grouped (each
-                                     # expert matrix one grouped GEMM: torch._grouped_mm, DeepGEMM), per_expert (each
+                                     # expert matrix one grouped GEMM: torch._grouped_mm, DeepGEMM), multi_stream (each
+                                     # grouped GEMM a cuBLASLt GEMM per local expert, launched from C++ over four streams:
+                                     # Transformer Engine's GroupedLinear, Megatron-Core's experts), per_expert (each
                                      # local expert's GEMMs and activation launched from Python, an eager loop over
                                      # experts) or graphed (the layer replayed from a CUDA graph: nothing to launch)
     moe_probs: str = "activation"    # where the router's weights scale a routed copy (memory.py): activation (inside

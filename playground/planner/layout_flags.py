@@ -126,7 +126,10 @@ def add_layout_arguments(p: argparse.ArgumentParser) -> None:
                      "EP group (NVIDIA's HybridEP, Megatron-Core's flex dispatcher) (default: alltoall)")
     lay.add_argument("--moe-launch", choices=MOE_LAUNCH, help="how the host launches a MoE layer's kernels, "
                      "which the GPU waits for when they outlast its work: grouped (each expert GEMM one kernel: "
-                     f"torch._grouped_mm, DeepGEMM; {MOE_LAYER_KERNELS} kernels a layer), per_expert (each local "
+                     f"torch._grouped_mm, DeepGEMM; {MOE_LAYER_KERNELS} kernels a layer), multi_stream (as grouped, "
+                     "but each grouped GEMM issued as a cuBLASLt GEMM per local expert from C++ over four streams, "
+                     f"{EFFICIENCY.expert_gemm_host_s * 1e6:.1f} us of host time each as Transformer Engine measured "
+                     "it: its GroupedLinear's default, so Megatron-Core's experts), per_expert (each local "
                      "expert's GEMMs and activation launched from Python, as an eager loop over experts does: "
                      f"{MOE_EXPERT_KERNELS} more a local expert) or graphed (the layer replayed from a CUDA graph: "
                      f"none); each kernel {EFFICIENCY.host_kernel_s * 1e6:.0f} us of host time, as measured on an "

@@ -5,7 +5,8 @@ costs the device a gap, ``Efficiency.kernel_s`` launched eagerly and ``graph_ker
 (``costs.layer_forward`` adds what its GEMMs do not already carry), and the host ``host_kernel_s`` to
 launch (``step_time`` waits for what of the launching outlasts the layer's device work).  Under FP8,
 Transformer Engine casts the experts' operands one expert at a time, and biased experts get their output biases
-expert by expert from Python, each read from the stacks' code (``fp8_expert_casts``, ``expert_bias_kernels``).
+expert by expert from Python, and Transformer Engine's grouped GEMM issues a cuBLASLt GEMM per expert from C++, each
+read from the stacks' code (``fp8_expert_casts``, ``expert_bias_kernels``, ``expert_gemm_launches``).
 ``costs`` re-exports all of it.
 """
 
@@ -15,7 +16,7 @@ from playground.planner.architecture import Model
 from playground.planner.layout import Efficiency, Layout
 
 __all__ = ["MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "FP8_QUANTIZE_KERNELS", "EXPERT_BIAS_KERNELS", "EXPERT_BIAS_BYTES",
-           "moe_layer_kernels", "fp8_expert_casts", "expert_bias_kernels", "moe_gap_time", "moe_host_time"]
+           "EXPERT_GEMMS", "expert_gemm_launches", "moe_layer_kernels", "fp8_expert_casts", "expert_bias_kernels", "moe_gap_time", "moe_host_time"]
 
 # Kernels the host launches for one MoE layer (routing, permutation, experts, combine), forward and
 # backward, as counted on one H200 (``playground.bench.moe.launch_fit``): 107-111 with each expert GEMM one
@@ -78,6 +79,21 @@ def expert_bias_kernels(model: Model, layout: Layout) -> tuple[float, float]:
     return forward * local + fixed_forward, backward * local + fixed_backward
 
 
+# The expert GEMMs Transformer Engine's GroupedLinear issues per local expert when each grouped GEMM is a cuBLASLt GEMM
+# an expert (``moe_launch="multi_stream"``: multi_stream_cublas_gemm, its default through every release read):
+# forward the two matrices, backward each one's input and weight gradients
+EXPERT_GEMMS = {"forward": 2, "backward": 4}
+
+
+def expert_gemm_launches(model: Model, layout: Layout) -> tuple[float, float]:
+    """``(forward, backward)`` cuBLASLt GEMMs one MoE layer's experts issue one by one for one micro-batch under
+    ``moe_launch="multi_stream"`` (``EXPERT_GEMMS`` a local expert); none otherwise."""
+    if layout.moe_launch != "multi_stream":
+        return 0.0, 0.0
+    local = model.experts / layout.ep
+    return EXPERT_GEMMS["forward"] * local, EXPERT_GEMMS["backward"] * local
+
+
 def moe_gap_time(model: Model, layout: Layout, gemms, eff: Efficiency) -> float:
     """Seconds of gaps one MoE layer's kernels leave on the device for one micro-batch, forward and backward,
     beyond those ``layer_forward`` already charges its GEMMs (the router's and the experts', ``kernel_s``
@@ -96,13 +112,17 @@ def moe_host_time(model: Model, layout: Layout, eff: Efficiency) -> float:
     expert when they run one by one (``moe_launch="per_expert"``), each ``eff.host_kernel_s``; none when
     the layer replays from a CUDA graph.  The experts' bias kernels (``expert_bias_kernels``) are Python's too, at
     ``eff.host_kernel_s``; their FP8 casts (``fp8_expert_casts``) are launched from Transformer Engine's C++ loop,
-    each at ``eff.kernel_s`` (whose spread starts at a raw launch's cost).  The attention block's own launches are
-    not counted."""
+    each at ``eff.kernel_s`` (whose spread starts at a raw launch's cost).  Under ``moe_launch="multi_stream"`` each
+    grouped GEMM is issued as a cuBLASLt GEMM per local expert from that C++ loop (``expert_gemm_launches``), each
+    ``eff.expert_gemm_host_s`` as Transformer Engine measured it: the device does not wait on their gaps, which four
+    streams overlap, but the host does.  The attention block's own launches are not counted."""
     if layout.moe_launch == "graphed":
         return 0.0
     kernels = moe_layer_kernels(model, layout)
     again = 1.0 if "moe" in layout.selective_modules else layout.full_recompute_share
     cast_forward, cast_backward = fp8_expert_casts(model, layout)
     bias_forward, bias_backward = expert_bias_kernels(model, layout)
+    gemm_forward, gemm_backward = expert_gemm_launches(model, layout)
     return (kernels * (1 + again / 3) + bias_forward * (1 + again) + bias_backward) * eff.host_kernel_s \
-        + (cast_forward * (1 + again) + cast_backward) * eff.kernel_s   # the forward is about a third of the layer's
+        + (cast_forward * (1 + again) + cast_backward) * eff.kernel_s \
+        + (gemm_forward * (1 + again) + gemm_backward) * eff.expert_gemm_host_s   # the forward: a third of the layer's

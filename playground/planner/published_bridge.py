@@ -22,7 +22,7 @@ from typing import NamedTuple
 from playground.planner.costs import Layout
 from playground.planner.presets import preset
 from playground.planner.published_automodel import DEEPSEEK_V3_4K, QWEN3_30B, gpt_oss
-from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, llama31
+from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, llama31, te_experts
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200", "Recipe", "SELECTIVE_MLA_UP", "SELECTIVE_MLA_UP_MLP",
@@ -100,6 +100,8 @@ def bridge_row(name, gpu, model, layout, tps, tflops, note="", misfit="", source
     # over DDP without it and with it, never ZeRO-3)
     layout = replace(layout, attention_kernel=TE_ATTENTION, **({**RECIPE_COMMON, **recipe.settings} if recipe else {}),
                      **(dict(fp8_scaling="block") if "FP8-MX" in name else {}))
+    if model.is_moe:
+        layout = te_experts(layout)
     unstated = _BRIDGE_UNSTATED + (() if layout.zero_stage == 3 else ("distributed_optimizer",)) \
         + (("ep_dispatch", "ep_overlap") if layout.ep > 1 else ()) + (("moe_launch",) if model.is_moe else ())
     system = _SYSTEMS[gpu]

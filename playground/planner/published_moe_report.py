@@ -8,7 +8,8 @@ recompute, the all-to-all overlap and the CUDA graphs, by model and platform).  
 * the dispatcher HybridEP on the GB300s and GB200s, DeepEP on the H100s;
 * the CUDA graphs over the attention, the router and the dispatch's preprocessing (Section 4.3.6: "leaving routed
   expert computation to execute normally"), none for DeepSeek-V3 on H100s: in every run the host launches the
-  experts (``moe_launch="grouped"``; its time for Megatron-Core's layer is not measured: the range spans it);
+  experts, each grouped GEMM a cuBLASLt GEMM per local expert as Transformer Engine issues them
+  (``moe_launch="multi_stream"``, at the host time Transformer Engine measured; the range spans the rest);
 * recompute: DeepSeek-V3 none on GB300s, the MLP on GB200s, and on H100s the MLP, MLA's up-projections, the norms
   and the MoE activation (Table 17 and Section 9.2.2; B.2 names the first two only); Qwen3-235B the MoE activation
   and the norms on GB200s and H100s, not stated on GB300s (none taken);
@@ -45,7 +46,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout
 from playground.planner.published_automodel import DEEPSEEK_V3_4K
 from playground.planner.published_bridge import nvl72_block
-from playground.planner.published_row import TE_ATTENTION, PublishedStackRun
+from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, te_experts
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MCORE_MOE_REPORT"]
@@ -62,7 +63,7 @@ def _row(label, model, gpu, gpus, dtype, tp, pp, cp, ep, vpp, mbs, gbs, tps, tfl
          recompute_stated=True, note="", offload=()):
     fp8 = dtype != "BF16"
     moments = "bf16" if label == "DeepSeek-V3" else "fp32"   # Table 18: "Low-precision optimizer states" (BF16)
-    layout = Layout.today(tp, pp, gpus // (tp * pp * cp), cp=cp, ep=ep, expert_tp=1, micro_batch=mbs,
+    layout = Layout.today(tp, pp, gpus // (tp * pp * cp), cp=cp, ep=ep, expert_tp=1, micro_batch=mbs, moe_launch="multi_stream",
                           global_batch=gbs, vpp=vpp, dtype="fp8" if fp8 else "bf16",
                           **(dict(fp8_scaling="block") if fp8 else {}),
                           ep_dispatch="deepep" if gpu == "H100" else "hybridep", ep_overlap=overlap,

@@ -4,15 +4,13 @@ ran (``llama2``, ``llama31``).  The rows themselves are gathered in ``playground
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from playground.planner.costs import Cluster, Layout, Model, flops_per_step
 from playground.planner.presets import preset
 
 __all__ = ["PublishedStackRun", "published_metric", "node_network", "published_step_time", "llama2", "llama31", "TE_ATTENTION",
-           "MEGATRON_MOE_HOST"]
+           "MEGATRON_MOE_HOST", "te_experts"]
 
 
 # Transformer Engine's attention on Hopper and Blackwell: cuDNN's fused kernel (TE selects it over
@@ -22,8 +20,16 @@ TE_ATTENTION = "cudnn"
 # GEMM per local expert from C++ (general_grouped_gemm -> multi_stream_cublas_gemm, transformer_engine/common/
 # gemm/cublaslt_gemm.cu at d0067d0), after the dropless dispatcher's host sync, and the layer's routing and
 # dispatch run from Python; a drop-and-pad layer it can replay from a CUDA graph (Megatron-Bridge's MoE guide)
-MEGATRON_MOE_HOST = ("one grouped launch taken; the range runs from a CUDA-graphed layer (no host time) to one "
-                     "launching each expert from Python, as measured on an H200: moe_launch")
+MEGATRON_MOE_HOST = ("Transformer Engine's launch taken, a cuBLASLt GEMM per local expert from C++ at its measured "
+                     "host time (moe_launch multi_stream); the range runs from a CUDA-graphed layer (no host time) to "
+                     "one launching each expert from Python, as measured on an H200")
+
+
+def te_experts(layout: Layout) -> Layout:
+    """A Megatron-Core MoE layout with its experts launched as Transformer Engine's GroupedLinear launches them by
+    default, each grouped GEMM a cuBLASLt GEMM per local expert from C++ (``moe_launch="multi_stream"``), unless a
+    recipe read says the layer replays from a CUDA graph (or otherwise)."""
+    return replace(layout, moe_launch="multi_stream") if layout.moe_launch == "grouped" else layout
 
 
 @dataclass(frozen=True)

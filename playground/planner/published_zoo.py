@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from playground.planner.costs import Layout, Model
 from playground.planner.presets import preset
-from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun
+from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, te_experts
 
 __all__ = ["MOE_MODEL_ZOO", "DEEPSEEK_V3", "QWEN3_235B", "qwen3_moe"]
 
@@ -77,8 +77,10 @@ MOE_MODEL_ZOO = (
                       "the embedding and the loss a chunk each" + _NORM_ACT,
                       cite="nvidia2025moemodelzoo"),
 )
-# Megatron-Core on Transformer Engine: cuDNN's fused attention on the H100s
-MOE_MODEL_ZOO = tuple(replace(r, layout=replace(r.layout, attention_kernel=TE_ATTENTION)) for r in MOE_MODEL_ZOO)
+# Megatron-Core on Transformer Engine: cuDNN's fused attention on the H100s, the experts' GEMMs launched as its
+# GroupedLinear launches them
+MOE_MODEL_ZOO = tuple(replace(r, layout=replace(te_experts(r.layout), attention_kernel=TE_ATTENTION))
+                      for r in MOE_MODEL_ZOO)
 
 # ----------------------------------------------------------------------------- DeepSeek-V3
 _DEEPSEEK = ("DeepSeek-AI 2024, DeepSeek-V3 Technical Report, arXiv:2412.19437: Sec. 3.1-3.2 (2,048 H800; PP 16 "

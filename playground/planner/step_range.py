@@ -82,7 +82,7 @@ _FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "fp8_split_accumulation": F
                      "blackwell_sustained": True, "blackwell_fp8": True, "blackwell_mxfp8": True, "comm_clock": True, "comm_share": False,
                      "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "ep_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True, "attention_fa2_blackwell": True,
-                     "attention_fa3": True, "attention_cudnn": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "host_kernel_s": False, "graph_kernel_s": False, "latency_s": False,
+                     "attention_fa3": True, "attention_cudnn": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "host_kernel_s": False, "graph_kernel_s": False, "expert_gemm_host_s": False, "latency_s": False,
                      "optimizer_bytes": False, "loss_bytes": False}
 
 
@@ -202,7 +202,8 @@ _KINDS = (("a mixture of experts launched from the host", _moe_launched,
            f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
            f"{EFFICIENCY.host_kernel_s * 1e6:.0f} us each), and launching "
            "Qwen3-30B-A3B's 16 local experts one by one made its layer 4.3x slower there (a host sync alone: 1.06x; "
-           "chapter 6); Transformer Engine's expert-by-expert FP8 casts (--fp8-scaling) and biased experts' "
+           "chapter 6); Transformer Engine's expert-by-expert FP8 casts (--fp8-scaling), its cuBLASLt GEMM per "
+           "expert (--moe-launch multi_stream) and biased experts' "
            "expert-by-expert biases are priced as their stacks' code runs them, but your stack's own launch cost is "
            "not known to the model, and Megatron-Bridge's Qwen3-30B-A3B "
            "ran twice as fast token-drop in 25.09 as dropless in 25.11, same layouts; read the time as optimistic, "

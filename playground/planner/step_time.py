@@ -55,7 +55,9 @@
   rest, what outlasts it, and the SMs the dispatcher holds are exposed (warm-up and cool-down,
   unpaired, are not told apart).
 * a MoE layer's **kernels** (``moe_launch``): forward and backward, 108 of them, 17 more per local expert
-  when each expert's GEMMs are launched on their own (all counted on one H200).  Each costs the device a
+  when each expert's GEMMs are launched on their own from Python (all counted on one H200), or six cuBLASLt GEMMs
+  per local expert issued from C++ when Transformer Engine runs each grouped GEMM expert by expert (their host time
+  as it measured them, ``expert_gemm_host_s``).  Each costs the device a
   gap of ``kernel_s``, ``graph_kernel_s`` when a CUDA graph replays the layer (``costs.moe_gap_time``: beyond
   what its GEMMs are already charged), and the host ``host_kernel_s`` to launch (``costs.moe_host_time``); the dispatcher's host
   sync keeps the host from running further ahead than the layer, so the GPU waits for what of the
@@ -315,7 +317,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                                           "blackwell_fp8", "blackwell_mxfp8", "comm_clock",
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "host_kernel_s",
-                                                          "graph_kernel_s", "latency_s")},
+                                                          "graph_kernel_s", "expert_gemm_host_s", "latency_s")},
         "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8,
         "fp8_backward_accumulation": fp8_backward_accumulation(gpu, layout, stated), "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from playground.planner.costs import (EXPERT_BIAS_BYTES, FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,
-                                      Model, expert_bias_kernels, fp8_expert_casts, layer_forward, layer_gemms,
-                                      moe_gap_time, moe_host_time)
+from playground.planner.costs import (EXPERT_BIAS_BYTES, EXPERT_GEMMS, FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS,
+                                      MOE_LAYER_KERNELS, Model, expert_bias_kernels, expert_gemm_launches,
+                                      fp8_expert_casts, layer_forward, layer_gemms, moe_gap_time, moe_host_time)
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Cluster, Layout
 from playground.planner.presets import preset
@@ -39,6 +39,34 @@ def test_the_host_launches_a_fixed_set_of_kernels_a_layer_and_more_per_expert_la
     assert moe_host_time(QWEN3_30B, replace(EP8, moe_launch="graphed"), EFFICIENCY) == 0
     # the recomputed forward launches its third again
     assert moe_host_time(QWEN3_30B, replace(EP8, recompute="full"), EFFICIENCY) == pytest.approx(4 / 3 * grouped)
+
+
+def test_transformer_engine_issues_a_cublas_gemm_per_local_expert_each_at_its_measured_host_time():
+    """GroupedLinear's default grouped GEMM (multi_stream_cublas_gemm) runs one cuBLASLt GEMM per local expert from
+    C++: forward the two matrices, backward each one's input and weight gradients.  The host pays each the time
+    Transformer Engine's own benchmark measured (18.6 us a GEMM on a Blackwell, whatever the tokens); the device's
+    gaps are the grouped layer's, the four streams overlapping each GEMM's launch with another's run."""
+    multi = replace(EP8, moe_launch="multi_stream")                 # 16 local experts
+    assert EXPERT_GEMMS == {"forward": 2, "backward": 4}
+    assert expert_gemm_launches(QWEN3_30B, multi) == (32, 64)
+    assert expert_gemm_launches(QWEN3_30B, EP8) == (0, 0)
+    assert EFFICIENCY.expert_gemm_host_s == pytest.approx(18.6e-6)
+    assert EFFICIENCY.spread["expert_gemm_host_s"] == (10e-6, 19.5e-6)
+    grouped = moe_host_time(QWEN3_30B, EP8, EFFICIENCY)
+    assert moe_host_time(QWEN3_30B, multi, EFFICIENCY) - grouped == pytest.approx(96 * 18.6e-6)
+    # recomputing the MoE module issues the forward's GEMMs again
+    again = replace(multi, recompute="selective", recompute_modules=("moe",))
+    assert moe_host_time(QWEN3_30B, again, EFFICIENCY) - moe_host_time(QWEN3_30B, multi, EFFICIENCY) \
+        == pytest.approx(grouped / 3 + 32 * 18.6e-6)
+    gemms = layer_gemms(QWEN3_30B, 1, 1, 1, 8, True)
+    assert moe_gap_time(QWEN3_30B, multi, gemms, EFFICIENCY) == moe_gap_time(QWEN3_30B, EP8, gemms, EFFICIENCY)
+    # fewer, larger experts a rank cost the host less: EP 64 holds two
+    ep64 = replace(multi, ep=64, dp=64)
+    assert expert_gemm_launches(QWEN3_30B, ep64) == (4, 8)
+    # so a step launched expert by expert from C++ lies between one grouped kernel and an eager loop in Python
+    steps = [predict(QWEN3_30B, B200, replace(EP8, moe_launch=m))["step_time_s"]
+             for m in ("graphed", "grouped", "multi_stream", "per_expert")]
+    assert steps == sorted(steps) and steps[2] > steps[1]
 
 
 def test_every_kernel_of_a_moe_layer_costs_the_device_a_gap_beyond_the_gemms_already_priced():
@@ -161,7 +189,7 @@ def test_the_range_over_an_unstated_launch_spans_a_graphed_layer_to_one_launched
 
 
 def test_an_unknown_launch_is_a_clear_error():
-    with pytest.raises(PlanError, match="moe_launch must be one of grouped, per_expert, graphed"):
+    with pytest.raises(PlanError, match="moe_launch must be one of grouped, multi_stream, per_expert, graphed"):
         predict(QWEN3_30B, B200, replace(EP8, moe_launch="compiled"))
 
 

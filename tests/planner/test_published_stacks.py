@@ -400,7 +400,7 @@ def test_the_moe_reports_runs_take_appendix_b_as_read():
     for run in MCORE_MOE_REPORT:
         layout = run.layout
         assert layout.ep_dispatch == ("deepep" if run.gpu == "H100" else "hybridep")
-        assert layout.moe_launch == "grouped" and layout.expert_tp_degree == 1 and layout.moe_imbalance == 1
+        assert layout.moe_launch == "multi_stream" and layout.expert_tp_degree == 1 and layout.moe_imbalance == 1
         assert run.tokens_per_s_per_gpu and "moe_launch" in run.unstated
         assert abs(HELD_OUT_FIRST_REPLAY[run.name] - 1) <= 0.25
     overlapped = {name for name, run in rows.items() if run.layout.ep_overlap}
@@ -431,10 +431,10 @@ def test_the_26_06_runs_take_their_recipes_and_their_racks_as_the_launcher_place
         if not run.model.is_moe:
             assert run.layout.tp_overlap == "all"
         elif run.gpu == "H100":
-            assert run.layout.ep_dispatch == "hybridep" and run.layout.moe_launch == "grouped"
+            assert run.layout.ep_dispatch == "hybridep" and run.layout.moe_launch == "multi_stream"
         else:
             assert run.layout.ep_dispatch == "hybridep" and run.layout.ep_overlap == rack
-            assert run.layout.moe_launch == ("graphed" if rack else "grouped")
+            assert run.layout.moe_launch == ("graphed" if rack else "multi_stream")
 
 
 def test_megatrons_ep_overlap_hides_the_share_of_its_all_to_alls_nsight_measured():
@@ -461,3 +461,17 @@ def test_megatrons_ep_overlap_hides_the_share_of_its_all_to_alls_nsight_measured
     assert 0.85 < slow["memory"]["total"] / 2**30 / 62.166 < 0.95
     kept = predict(off.model, off.cluster, replace(off.layout, moe_probs="combine"))["memory"]["total"]
     assert kept / 2**30 == pytest.approx(62.166, rel=0.02)
+
+
+def test_megatron_cores_moe_rows_launch_their_experts_as_transformer_engine_does():
+    """Every Megatron-Core MoE run whose layer is not replayed from a CUDA graph issues each grouped GEMM as a
+    cuBLASLt GEMM per local expert (Transformer Engine's GroupedLinear by default: moe_launch multi_stream); the
+    stacks with their own grouped kernels (torchtitan, NeMo AutoModel, DeepSeek's) keep one kernel a matrix; the
+    range spans the launch wherever a table leaves it unstated."""
+    from playground.planner.published_stacks import STACK_RUNS
+    moe = [run for run in STACK_RUNS if run.model.is_moe]
+    megatron = [run for run in moe if run.stack.startswith("Megatron")]
+    assert len(megatron) == 47
+    assert {run.layout.moe_launch for run in megatron} == {"multi_stream", "graphed"}
+    assert all(run.layout.moe_launch != "multi_stream" for run in moe if run not in megatron)
+    assert all("moe_launch" in run.unstated for run in megatron if run.stack != "Megatron-Bridge EP-overlap A/B")
