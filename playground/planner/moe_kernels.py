@@ -16,7 +16,8 @@ from playground.planner.architecture import Model
 from playground.planner.layout import Efficiency, Layout
 
 __all__ = ["MOE_LAYER_KERNELS", "MOE_EXPERT_KERNELS", "FP8_QUANTIZE_KERNELS", "EXPERT_BIAS_KERNELS", "EXPERT_BIAS_BYTES",
-           "EXPERT_GEMMS", "expert_gemm_launches", "moe_layer_kernels", "fp8_expert_casts", "expert_bias_kernels", "moe_gap_time", "moe_host_time"]
+           "EXPERT_GEMMS", "expert_gemm_launches", "moe_layer_kernels", "fp8_expert_casts", "expert_bias_kernels",
+           "moe_gap_time", "moe_host_time"]
 
 # Kernels the host launches for one MoE layer (routing, permutation, experts, combine), forward and
 # backward, as counted on one H200 (``playground.bench.moe.launch_fit``): 107-111 with each expert GEMM one

@@ -51,8 +51,8 @@ _UNSTATED = ("recompute", "distributed_optimizer", "overlap_grad_reduce", "grad_
 
 
 def _ab(overlap: bool, step_time_s: float) -> PublishedStackRun:
-    layout = Layout.today(1, 1, 16, ep=16, micro_batch=1, global_batch=1024, ep_dispatch="hybridep", moe_launch="multi_stream",
-                          ep_overlap=overlap, attention_kernel=TE_ATTENTION)
+    layout = Layout.today(1, 1, 16, ep=16, micro_batch=1, global_batch=1024, ep_dispatch="hybridep",
+                          moe_launch="multi_stream", ep_overlap=overlap, attention_kernel=TE_ATTENTION)
     return PublishedStackRun(f"Qwen3-30B-A3B, 16 H100, EP 16, BF16, HybridEP, EP overlap {'on' if overlap else 'off'}",
                              "Megatron-Bridge EP-overlap A/B", _SOURCE, "H100", QWEN3_30B, layout,
                              _UNSTATED, step_time_s=step_time_s, note=_NOTE, cite="nvidia2025megatronbridge")

@@ -46,7 +46,7 @@ from dataclasses import replace
 from playground.planner.costs import Layout
 from playground.planner.published_automodel import DEEPSEEK_V3_4K
 from playground.planner.published_bridge import nvl72_block
-from playground.planner.published_row import TE_ATTENTION, PublishedStackRun, te_experts
+from playground.planner.published_row import TE_ATTENTION, PublishedStackRun
 from playground.planner.published_zoo import QWEN3_235B
 
 __all__ = ["MCORE_MOE_REPORT"]
@@ -63,8 +63,8 @@ def _row(label, model, gpu, gpus, dtype, tp, pp, cp, ep, vpp, mbs, gbs, tps, tfl
          recompute_stated=True, note="", offload=()):
     fp8 = dtype != "BF16"
     moments = "bf16" if label == "DeepSeek-V3" else "fp32"   # Table 18: "Low-precision optimizer states" (BF16)
-    layout = Layout.today(tp, pp, gpus // (tp * pp * cp), cp=cp, ep=ep, expert_tp=1, micro_batch=mbs, moe_launch="multi_stream",
-                          global_batch=gbs, vpp=vpp, dtype="fp8" if fp8 else "bf16",
+    layout = Layout.today(tp, pp, gpus // (tp * pp * cp), cp=cp, ep=ep, expert_tp=1, micro_batch=mbs,
+                          moe_launch="multi_stream", global_batch=gbs, vpp=vpp, dtype="fp8" if fp8 else "bf16",
                           **(dict(fp8_scaling="block") if fp8 else {}),
                           ep_dispatch="deepep" if gpu == "H100" else "hybridep", ep_overlap=overlap,
                           attention_kernel=TE_ATTENTION, optimizer_moments=moments, offload_modules=offload,
