@@ -12,6 +12,8 @@ Conventions, chosen once so that every chapter reads the table the same way:
 * ``tdp_w`` is the datasheet's maximum board power (TDP), the power its peaks assume; a cluster run
   under a lower power limit (``Cluster.power_limit_w``) clocks its tensor cores down.
 * ``peak_fp8_flops`` is *dense* FP8 tensor-core throughput (None where the part has none).
+* ``exp_rate`` is the special-function units' exponential throughput over a Blackwell's: 2 on Blackwell
+  Ultra (B300, GB300), which doubled it for attention's softmax; 1 elsewhere.
 * ``nvlink_bidirectional_bytes_per_s`` is the datasheet's per-GPU NVLink figure, which counts both
   directions; ``nvlink_bytes_per_s`` is one direction (what a ring collective's formula uses).
 * ``network_bytes_per_s`` is one direction of the GPU's own NIC in the vendor's reference node
@@ -63,6 +65,7 @@ class GPU:
     sms: int | None = None                     # streaming multiprocessors (what NCCL's kernels take a share of)
     architecture: str = ""                     # volta, ampere, hopper, blackwell, tpu: which kernels exist for it
     host_link_bytes_per_s: float | None = None  # GPU <-> host memory (PCIe or NVLink-C2C), one direction, bytes/s
+    exp_rate: float = 1.0                      # softmax's exponential (MUFU.EX2) per SM per clock, over Blackwell's
 
     @property
     def memory_bytes(self) -> float:
@@ -145,6 +148,9 @@ _BLACKWELL_BOARDS = ("Blackwell Ultra's board power and SMs: B300 1.1 kW, GB300 
                     "technical blog, 'Inside NVIDIA Blackwell Ultra: The Chip Powering the AI Factory Era', 2025, "
                     "https://developer.nvidia.com/blog/inside-nvidia-blackwell-ultra-the-chip-powering-the-ai-factory-era/); "
                     "the GB200's GPU taken as the B200's 148 SMs (the same Blackwell GPU, at 1,200 W)")
+_ULTRA_EXP = ("Blackwell Ultra doubles the SFUs' MUFU.EX2 (exponential) throughput over Blackwell: NVIDIA technical "
+              "blog, 'Making Softmax More Efficient with NVIDIA Blackwell Ultra', 2026, https://developer.nvidia.com/"
+              "blog/making-softmax-more-efficient-with-nvidia-blackwell-ultra/")
 
 _V100_DATASHEET = ("NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2 column: 125 TFLOPS tensor (FP16, "
                    "no BF16), 32 GB HBM2 at 900 GB/s, NVLink 300 GB/s, https://images.nvidia.com/content/"
@@ -234,13 +240,17 @@ _TABLE = (
         aliases=("gb200-nvl72", "gb200 nvl72", "dgx-gb200"),
         host_link_bytes_per_s=225 * GB, architecture="blackwell", peak_fp8_flops=720000 / 72 / 2 * TFLOPS, tdp_w=1200, sms=148),
     GPU("B300", 36000 / 8 / 2 * TFLOPS, 288 * GB, 8 * TB, 1800 * GB, 800 * GBIT, 8,
-        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK),
+        sources=_one_sheet(_HGX_B300, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK,
+                           exp_rate=_ULTRA_EXP),
         aliases=("b300-sxm", "hgx-b300", "dgx-b300", "blackwell-ultra"),
-        host_link_bytes_per_s=64 * GB, architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, tdp_w=1100, sms=160),
+        host_link_bytes_per_s=64 * GB, architecture="blackwell", peak_fp8_flops=72000 / 8 / 2 * TFLOPS, tdp_w=1100, sms=160,
+        exp_rate=2.0),
     GPU("GB300", 360000 / 72 / 2 * TFLOPS, 288 * GB, 576 * TB / 72, 1800 * GB, 800 * GBIT, 72,
-        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK),
+        sources=_one_sheet(_GB300_NVL72, tdp_w=_BLACKWELL_BOARDS, sms=_BLACKWELL_BOARDS, host_link_bytes_per_s=_HOST_LINK,
+                           exp_rate=_ULTRA_EXP),
         aliases=("gb300-nvl72", "gb300 nvl72", "dgx-gb300"),
-        host_link_bytes_per_s=225 * GB, architecture="blackwell", peak_fp8_flops=360000 / 72 * TFLOPS, tdp_w=1400, sms=160),
+        host_link_bytes_per_s=225 * GB, architecture="blackwell", peak_fp8_flops=360000 / 72 * TFLOPS, tdp_w=1400, sms=160,
+        exp_rate=2.0),
     GPU("V100", 125 * TFLOPS, 32 * GB, 900 * GB, 300 * GB, 4 * 100 * GBIT / 8, 8,
         sources={"host_link_bytes_per_s": _HOST_LINK, "peak_bf16_flops": _V100_DATASHEET, "hbm_bytes": _V100_DATASHEET,
                  "hbm_bytes_per_s": _V100_DATASHEET, "nvlink_bidirectional_bytes_per_s": _V100_DATASHEET,

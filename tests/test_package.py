@@ -42,8 +42,8 @@ PLANNER_FLOORS = (
     {"costs"},
     {"layer_costs"},  # one layer's passes, priced from the cost terms
     {"published_row"},
-    {"published_foundry", "published_zoo", "published_megatron", "published_gemms", "published_te_gemms",
-     "published_fms"},
+    {"published_foundry", "published_zoo", "published_megatron", "published_gemms", "published_attention",
+     "published_te_gemms", "published_fms"},
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
     {"published_bridge", "published_bridge_ab"},  # their MoE rows reuse the shapes of the Model Zoo's and AutoModel's
     {"published_bridge_2509", "published_bridge_2604", "published_bridge_2606",  # other releases' tables, read with the same row builder

@@ -6,15 +6,18 @@ Megatron MoE Model Zoo, DeepSpeed ZeRO-3, OPT-175B, llm-foundry) it reports the 
 the worst |predicted / published - 1|, how many rows fall within +-20%, and how many published values lie
 inside the range the prediction reports (``planner.step_range``); ``held_out``, the same counts for the
 runs read last and replayed before any change (within the held-out band, +-25%, and judged to fit as
-read; ``planner.replay.held_out_table``); and ``gemm_table``, eq-gemm against
+read; ``planner.replay.held_out_table``); ``gemm_table``, eq-gemm against
 cuBLAS's measured rates by shape on Hopper and the B200 (``planner.published_gemms``, OpenXLA's table):
-predicted / measured at the median and its range.  Pure arithmetic: no device needed.
+predicted / measured at the median and its range; and ``attention_table``, the attention rate against cuDNN's
+measured training attention on a GB200 and a GB300 (``planner.published_attention``), with the GB300's measured
+gain beside the one charged.  Pure arithmetic: no device needed.
 """
 
 from __future__ import annotations
 
 import statistics
 
+from playground.planner.published_attention import attention_check_summary
 from playground.planner.published_gemms import gemm_check_summary
 from playground.planner.replay import held_out_table, range_table, stack_table
 
@@ -46,7 +49,9 @@ def per_stack(band: float = 0.20, rows: bool = False) -> dict:
            # the runs read last and replayed before any change, held to +-25% and to fitting
            "held_out": held_out_table(table)["summary"],
            # eq-gemm against cuBLAS's measured rates by shape (OpenXLA's table): predicted / measured
-           "gemm_table": gemm_check_summary()}
+           "gemm_table": gemm_check_summary(),
+           # the fused attention's rate against cuDNN's measured forward + backward on Blackwell and Blackwell Ultra
+           "attention_table": attention_check_summary()}
     if rows:
         out["ratios"] = [{"stack": r["stack"], "name": r["name"], "ratio": round(r["ratio"], 3),
                           "range": [round(x, 3) for x in r["ratio_range"]], "inside": r["inside"]} for r in table]

@@ -143,6 +143,43 @@ def gemm_table_figure():
     return fig
 
 
+@figure("attention_table_check.png")
+def attention_table_figure():
+    """The fused attention's rate against cuDNN's measured training attention on a GB200 and a GB300, and the
+    GB300's measured gain beside the one the model charges."""
+    from playground.planner.efficiency import EFFICIENCY
+    from playground.planner.published_attention import CUDNN_ATTENTION, attention_check, ultra_gain
+    fig, (left, right) = new_figure(ncols=2, width=10.0, height=4.2)
+    markers = {"llama3.1": "o", "dsv3": "s", "kimiK26": "^"}
+    left.axhspan(0.9, 1.1, color="0.5", alpha=0.12, label="±10%")
+    left.axhline(1.0, color="0.4", lw=1, ls="--")
+    for gpu, color, dx in (("GB200", COLORS[0], 0.96), ("GB300", COLORS[3], 1.04)):
+        for name, marker in markers.items():
+            rows = [r for r in attention_check(gpu) if r["model"] == name]
+            left.scatter([r["tokens"] * dx for r in rows], [r["ratio"] for r in rows], marker=marker, s=30,
+                         color=color, label=f"{gpu}, {name}", zorder=3)
+    left.set(xscale="log", xlabel="tokens (causal, batch 2)", ylabel="predicted / measured time (forward + backward)",
+             title="cuDNN's attention against the model's rate")
+    tokens = sorted({r[2] for r in CUDNN_ATTENTION})
+    left.set_xticks(tokens, [f"{t // 1024}K" for t in tokens])
+    left.xaxis.set_minor_locator(NullLocator())
+    left.legend(loc="lower right", fontsize=6, ncols=2)
+    low, high = EFFICIENCY.spread["attention_fast_exp"]
+    right.axhspan(low, high, color=COLORS[3], alpha=0.12, label="the constant's spread")
+    right.axhline(EFFICIENCY.attention_fast_exp, color=COLORS[3], lw=1.5,
+                  label=f"charged: attention_fast_exp = {EFFICIENCY.attention_fast_exp}")
+    for name, marker in markers.items():
+        pairs = [(r[2], g) for r, g in zip(CUDNN_ATTENTION, ultra_gain()) if r[0] == name]
+        right.scatter([t for t, _ in pairs], [g for _, g in pairs], marker=marker, s=30, color="0.3", label=name,
+                      zorder=3)
+    right.set(xscale="log", xlabel="tokens (causal, batch 2)", ylabel="GB200 time / GB300 time",
+              title="Blackwell Ultra's faster exponential, measured")
+    right.set_xticks(tokens, [f"{t // 1024}K" for t in tokens])
+    right.xaxis.set_minor_locator(NullLocator())
+    right.legend(loc="upper left", fontsize=7)
+    return fig
+
+
 @figure("throughput_heldout.png")
 def heldout_figure():
     """The held-out runs, replayed before any change: each ratio with its range, dense and MoE apart."""

@@ -60,6 +60,7 @@ _SPREAD = {
     "attention_fa2_blackwell": (0.14, 0.161),  # FA2 on B200 at 1K ... 8K tokens (tritonbench's)
     "attention_fa3": (0.43, 0.58),   # FA3 at 1K ... 16K tokens (the same figures)
     "attention_cudnn": (0.41, 0.53),  # cuDNN at 1K ... 16K tokens (the same figures)
+    "attention_fast_exp": (1.092, 1.213),  # cuDNN's causal bf16 attention on a GB300 over a GB200, least ... most
     "hbm": (0.75, 0.84),          # the A100 memory copy ... the H100 Nsight study's coalesced load
     "link": (0.69, 0.82),         # A100 all_reduce_perf busbw ... H100 NCCL effective NVLink
     "network": (0.92, 0.96),      # NDR's 46 ... 48 GB/s per 400 Gb/s NIC
@@ -102,6 +103,7 @@ class Efficiency:
     attention_fa2_blackwell: float = 0.157  # FlashAttention-2 on Blackwell (no tcgen05)
     attention_fa3: float = 0.56         # FlashAttention-3 on Hopper and later
     attention_cudnn: float = 0.51       # cuDNN's fused attention (Transformer Engine's, SDPA's cuDNN backend)
+    attention_fast_exp: float = 1.125   # a fused attention's rate where the exponential runs twice as fast (Blackwell Ultra)
     hbm: float = 0.80         # streaming element-wise kernels, fraction of HBM bandwidth
     link: float = 0.80        # NCCL bus bandwidth over NVLink, fraction of its datasheet rate
     network: float = 0.94     # NCCL bus bandwidth across nodes, fraction of the NICs' line rate

@@ -88,6 +88,17 @@ SOURCES = {
                        "kernel Transformer Engine selects on Hopper ('Select FusedAttention on sm90', "
                        "transformer_engine/pytorch/attention.py at v1.5, context parallelism included) and PyTorch's "
                        "SDPA ran on the H200 of chapter 5",
+    "attention_fast_exp": "published measurement: cuDNN's own training attention benchmark (cudnn-frontend "
+                          "benchmark/sdpa_benchmark_training, results of 2026-04-24 on a GB200 and a GB300, cuDNN 9.22, "
+                          "frontend 1.21.1, https://github.com/NVIDIA/cudnn-frontend/tree/3929da2ef4c1dba1bb8acb68727b"
+                          "9134f26f40c0/benchmark/sdpa_benchmark_training/results): bf16, causal, forward plus backward "
+                          "at 2K-32K tokens for Llama 3.1 405B's heads (64 of 128, 8 KV), DeepSeek-V3's (128 of 192/128) "
+                          "and the benchmark's kimiK26 configuration's (64 of 192/128), the GB200's time over the "
+                          "GB300's: 1.125 at the median of the 15 shapes, 1.09-1.21 (the spread); the two GPUs share "
+                          "the dense bf16 peak, and Blackwell "
+                          "Ultra doubles the exponential's rate (hardware exp_rate).  The GB200's own runs read 0.45-0.57 "
+                          "of its dense peak at 4K-32K, as attention_cudnn's 0.51 has it.  Charged on fused "
+                          "attention (cuDNN's, FlashAttention-3's class) on a GPU whose exp_rate is above 1",
     "tp_overlap_hidden": "published measurements, read as a spread: the share of an overlapped tensor-parallel "
                          "collective's covered time (what the GEMM beside it covers) that the overlap takes off the "
                          "step; 1, the accounting, is the nominal.  torchtitan's async-TP tables of June 2025 (Llama "

@@ -84,7 +84,10 @@ def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY, head
     Hopper), or the first FlashAttention and its Triton port (``"fa1"``, 2022-23's, slowed on a newer GPU as
     FlashAttention-2 is there).  On Hopper and later a head
     narrower than 128 runs slower: at 64, ``ATTENTION_HEAD_DIM_64`` of the rate, in between on a line
-    (measured on H100s only, so Ampere's rate is left as read)."""
+    (measured on H100s only, so Ampere's rate is left as read).  Where the GPU's softmax exponential runs
+    faster (Blackwell Ultra, ``gpu.exp_rate`` 2), the fused kernels of Hopper and later gain
+    ``eff.attention_fast_exp``, as cuDNN's did on a GB300 over a GB200; FlashAttention-2's warp-level MMAs
+    are the bound there, not the exponential."""
     arch = getattr(gpu, "architecture", "")
     if layout.attention_kernel == "fa1":   # FlashAttention-1 class; on Hopper and Blackwell slowed as FA2 is there
         return eff.attention_fa1 * fa2_rate(arch, eff) / eff.attention_fa2
@@ -92,6 +95,8 @@ def attention_efficiency(gpu, layout: Layout, eff: Efficiency = EFFICIENCY, head
         return eff.attention_fa2
     kernel = layout.attention_kernel if layout.attention_kernel in ("fa3", "cudnn") else "fa2"
     rate = {"fa3": eff.attention_fa3, "cudnn": eff.attention_cudnn}.get(kernel, fa2_rate(arch, eff))
+    if kernel != "fa2" and getattr(gpu, "exp_rate", 1.0) > 1:
+        rate *= eff.attention_fast_exp
     narrow = min(1.0, max(0.0, (128 - head_dim) / 64))     # 0 at 128 and wider, 1 at 64 and narrower
     return rate * (1 - narrow * (1 - ATTENTION_HEAD_DIM_64[kernel]))
 

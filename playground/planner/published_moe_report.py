@@ -37,6 +37,9 @@ tokens/s: DeepSeek-V3 0.98 (GB300), 1.02 and 1.17 (GB200, MXFP8 and BF16), 1.13 
 ranges; seven judged to fit.  The memory model then learnt BF16 moments, which the report states for DeepSeek-V3
 (the ratios moved by less than 0.001), and DeepSeek-V3 in BF16 on GB200s fits, tightly; then (session 41) activation
 offloading, and Qwen3-235B at micro-batch 3 on GB200s fits (its ratio unmoved: the copies hide behind the passes).
+Then (session 43) Blackwell Ultra's fused attention at the gain cuDNN's own benchmark measured on a GB300 over a
+GB200 (``Efficiency.attention_fast_exp``, not read from these rows): the 128K run 0.85, inside its range, the GB300
+runs at 4K 1.00 (DeepSeek-V3) and 0.88 (Qwen3-235B).
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ _FASTER_WHEN_HIGH = {"gemm": True, "fp8_gemm": True, "fp8_split_accumulation": F
                      "blackwell_sustained": True, "blackwell_fp8": True, "blackwell_mxfp8": True, "comm_clock": True, "comm_share": False,
                      "power_exponent": False, "comm_sms": False,
                      "tp_overlap_hidden": True, "ep_overlap_hidden": True, "attention_fa1": True, "attention_fa2": True, "attention_fa2_hopper": True, "attention_fa2_blackwell": True,
-                     "attention_fa3": True, "attention_cudnn": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "host_kernel_s": False, "graph_kernel_s": False, "expert_gemm_host_s": False, "latency_s": False,
+                     "attention_fa3": True, "attention_cudnn": True, "attention_fast_exp": True, "hbm": True, "link": True, "network": True, "kernel_s": False, "host_kernel_s": False, "graph_kernel_s": False, "expert_gemm_host_s": False, "latency_s": False,
                      "optimizer_bytes": False, "loss_bytes": False}
 
 

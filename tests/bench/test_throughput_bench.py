@@ -26,6 +26,9 @@ def test_reports_median_and_worst_error_per_stack_with_the_range_check():
     gemm = result["gemm_table"]          # eq-gemm against cuBLAS's measured rates by shape
     assert set(gemm) == {"H100", "B200"} and all(g["entries"] == 108 for g in gemm.values())
     assert gemm["H100"]["ratio_range"][0] <= gemm["H100"]["median_ratio"] <= gemm["H100"]["ratio_range"][1]
+    attention = result["attention_table"]   # the attention rate against cuDNN's measured training attention
+    assert attention["GB200"]["entries"] == attention["GB300"]["entries"] == 15
+    assert attention["ultra_gain"]["charged"] == attention["ultra_gain"]["median"]
 
 
 def test_a_bad_band_is_one_line_and_exit_2():

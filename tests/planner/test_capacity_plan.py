@@ -34,6 +34,7 @@ def test_every_hardware_number_has_a_source():
             assert "http" in g.sources[name] or g.name == "H800", (g.name, name)
         for name in ("peak_fp8_flops", "memory_mib", "tdp_w", "sms"):  # optional: a source whenever a value is given
             assert getattr(g, name) is None or g.sources[name], (g.name, name)
+        assert g.exp_rate == 1 or "https://" in g.sources["exp_rate"], g.name   # Blackwell Ultra's doubled SFUs
 
 
 def test_memory_is_what_the_framework_sees_and_fp8_is_dense():

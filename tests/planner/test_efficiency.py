@@ -13,7 +13,7 @@ from playground.step_time import main as step_time_main
 CONSTANTS = ("gemm", "fp8_gemm", "fp8_split_accumulation", "hopper_sustained", "blackwell_sustained", "blackwell_fp8",
              "blackwell_mxfp8", "comm_clock", "comm_share", "power_exponent", "comm_sms",
              "attention_fa1", "attention_fa2", "attention_fa2_hopper", "attention_fa2_blackwell", "attention_fa3", "attention_cudnn",
-             "hbm", "link", "network",
+             "attention_fast_exp", "hbm", "link", "network",
              "kernel_s", "latency_s", "tile", "optimizer_bytes")
 STEP = ["--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tp", "2"]
 PLAN = ["--model", "llama3-8b", "--tokens", "1T", "--gpu", "H100", "--gpus", "64", "--tp", "1", "--pp", "1"]
