@@ -317,7 +317,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
                                                           "blackwell_fp8", "blackwell_mxfp8", "comm_clock",
                                                           "comm_share", "power_exponent",
                                                           "hbm", "link", "network", "kernel_s", "host_kernel_s",
-                                                          "graph_kernel_s", "expert_gemm_host_s", "latency_s")},
+                                                          "graph_kernel_s", "expert_gemm_host_s", "latency_s",
+                                                          "attention_fast_exp")},
         "power_clock": clock, "sustained_rate": held, "sustained_rate_fp8": held_fp8,
         "fp8_backward_accumulation": fp8_backward_accumulation(gpu, layout, stated), "power_limit_w": cluster.power_limit_w, "tdp_w": gpu.tdp_w,
     }

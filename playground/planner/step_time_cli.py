@@ -151,6 +151,11 @@ def _power_line(r: dict) -> list[str]:
                      + (f"         either at {a['comm_clock']:g} of the clock beside a collective, assumed for "
                         f"{a['comm_share']:g} of the step)" if r["gpus"] > 1 else
                         "         on one GPU no collective runs beside them)"))
+    if hardware.gpu(r["gpu"]).exp_rate > 1 and r["layout"]["attention_kernel"] in ("fa3", "cudnn"):
+        lo, hi = r["range_from"]["efficiency_spread"]["attention_fast_exp"]
+        lines.append(f"attn     fused attention at {r['assumptions']['attention_fast_exp']:g}x a Blackwell's rate "
+                     f"({lo:g}-{hi:g} in the range): Blackwell Ultra's\n"
+                     f"         exponential runs twice as fast, as cuDNN's own benchmark measured on a GB300 against a GB200")
     if r.get("fp8_backward_accumulation", 1.0) > 1:
         lo, hi = r["range_from"]["efficiency_spread"]["fp8_split_accumulation"]   # a results file's, when given
         lines.append(f"fp8      backward GEMMs at split accumulation, {r['fp8_backward_accumulation']:g}x the forward's "

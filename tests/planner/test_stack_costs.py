@@ -378,6 +378,16 @@ def test_blackwell_ultra_runs_fused_attention_faster_by_cudnns_measured_gain_and
     assert step["GB300", "gain"] < step["GB300", "none"] and step["B200", "gain"] == step["B200", "none"]
 
 
+def test_the_report_says_when_blackwell_ultras_attention_gain_is_charged(capsys):
+    args = ["--model", "llama3-8b", "--gpus", "8", "--tp", "1", "--attention-kernel", "cudnn"]
+    for gpu, said in (("GB300", True), ("B300", True), ("GB200", False), ("H100", False)):
+        assert step_time_main([*args, "--gpu", gpu]) == 0
+        out = capsys.readouterr().out
+        assert ("fused attention at 1.125x a Blackwell's rate (1.092-1.213 in the range)" in out) == said, gpu
+    assert step_time_main([*args, "--gpu", "GB300", "--attention-kernel", "fa2"]) == 0
+    assert "Blackwell Ultra's" not in capsys.readouterr().out   # FlashAttention-2 gains nothing
+
+
 def test_fsdp2_without_resharding_gathers_once_a_step_and_holds_the_stage():
     lay = Layout.today(1, 1, 64, micro_batch=1, global_batch=512, zero_stage=3)   # 8 micro-batches
     again, kept = (predict(LLAMA, H100, replace(lay, reshard_after_forward=r)) for r in (True, False))
