@@ -17,7 +17,11 @@ from playground.planner.errors import PlanError
 from playground.planner.layout import BYTES, EFFICIENCY, Efficiency, Layout
 
 __all__ = ["peak_flops", "sustained_rate", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "attention_efficiency",
-           "causal_executed"]
+           "causal_executed", "FUSED_ATTENTION_BACKWARD"]
+
+# a fused attention's backward in forwards: it recomputes the scores, five matmuls to the forward's two
+# (flash-attention's own benchmarks count backward as 2.5 forwards)
+FUSED_ATTENTION_BACKWARD = 2.5
 
 
 def peak_flops(gpu, dtype: str = "bf16") -> float:

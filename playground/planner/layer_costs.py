@@ -19,6 +19,7 @@ from playground.planner.costs import (BYTES, Cluster, Efficiency, Layout, Model,
                                       gemm_time, layer_forward, layer_gemms, module_recompute_time, moe_host_time,
                                       overlapped, per_op_recomputed, routing_map_gather_time, tensor_parallel_link)
 from playground.planner.errors import PlanError
+from playground.planner.kernel_rates import FUSED_ATTENTION_BACKWARD
 
 __all__ = ["layer_costs", "layer_elementwise", "layer_gemm_flops", "offload_time"]
 
@@ -85,10 +86,9 @@ def _one_layer(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, 
         again = 1.0 if "moe" in layout.selective_modules else rc   # the recomputed forward dispatches again
         ep = (1 + again) * (first + one) + 2 * one
     # backward: each GEMM's input and weight gradients, the element-wise kernels twice, and the
-    # attention core twice -- a fused kernel's 2.5 times, for it recomputes the scores (5 matmuls to
-    # the forward's 2: flash-attention's own benchmarks count backward as 2.5 forwards)
+    # attention core twice -- a fused kernel's FUSED_ATTENTION_BACKWARD times, for it recomputes the scores
     backward = fwd["gemm_backward"] + 2 * fwd["elementwise"] + fwd["ring_merge_backward"] \
-        + (2.5 if layout.flash_attention else 2.0) * fwd["attention"]
+        + (FUSED_ATTENTION_BACKWARD if layout.flash_attention else 2.0) * fwd["attention"]
     if ep and layout.ep_overlap:   # paired with another micro-batch's pass: its compute hides them
         ep = overlapped(ep, f + backward + recompute, gpu, eff, eff.ep_overlap_hidden)
     # the host launches a MoE layer's kernels while the GPU runs earlier ones; the dispatcher's host sync

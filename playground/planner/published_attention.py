@@ -24,7 +24,7 @@ import statistics
 
 from playground import hardware
 from playground.planner.efficiency import EFFICIENCY, Efficiency
-from playground.planner.kernel_rates import attention_efficiency, causal_executed
+from playground.planner.kernel_rates import FUSED_ATTENTION_BACKWARD, attention_efficiency, causal_executed
 from playground.planner.layout import Layout
 
 __all__ = ["CUDNN_SOURCE", "CUDNN_ATTENTION", "attention_check", "ultra_gain", "attention_check_summary"]
@@ -32,7 +32,6 @@ __all__ = ["CUDNN_SOURCE", "CUDNN_ATTENTION", "attention_check", "ultra_gain", "
 CUDNN_SOURCE = ("https://github.com/NVIDIA/cudnn-frontend/tree/3929da2ef4c1dba1bb8acb68727b9134f26f40c0/benchmark/"
                 "sdpa_benchmark_training/results (llama3.1, dsv3 and kimiK26 on gb200 and gb300, 2026-04-24; "
                 "cuDNN 9.22, frontend 1.21.1; bfloat16, top_left causal mask, deterministic_bwd False)")
-BACKWARD = 2.5   # a fused backward's five matmuls against the forward's two, as the model charges it
 
 # (model, batch, tokens, heads, KV heads, head dim of Q and K, of V,
 #  GB200 forward ms, GB200 backward ms, GB300 forward ms, GB300 backward ms)
@@ -61,7 +60,7 @@ def _predicted_s(gpu, b: int, s: int, heads: int, d_qk: int, d_vo: int, eff: Eff
     executed = causal_executed(s, s) * s * s                 # scores a 128 x 128 tiled kernel computes
     forward_flops = 2 * b * heads * executed * (d_qk + d_vo)
     rate = attention_efficiency(gpu, Layout(1, 1, 1, attention_kernel="cudnn"), eff, d_qk) * gpu.peak_bf16_flops
-    return (1 + BACKWARD) * forward_flops / rate
+    return (1 + FUSED_ATTENTION_BACKWARD) * forward_flops / rate
 
 
 def attention_check(gpu: str, eff: Efficiency = EFFICIENCY) -> list[dict]:
