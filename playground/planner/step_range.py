@@ -12,8 +12,8 @@ number of virtual stages, no recompute policy, no micro-batch size), and every e
 
 and reports the nominal prediction with the range those span: ``step_time_range_s``,
 ``tokens_per_s_range`` and ``mfu_range``, and the ``caveats`` the validation gives for a run of its
-kind (``validation_caveats``: a mixture of experts launched from the host or replayed from a CUDA graph, a
-sequence beyond 64K tokens, ZeRO-3/FSDP on Hopper GPUs at full power, a dense model on Hopper GPUs, one kept whole on each GPU, TP traffic
+kind (``validation_caveats``: a mixture of experts launched from the host, with 16 or more experts on a GPU
+or fewer, or replayed from a CUDA graph, a sequence beyond 64K tokens, ZeRO-3/FSDP on Hopper GPUs at full power, a dense model on Hopper GPUs, one kept whole on each GPU, TP traffic
 under Transformer Engine's overlap; each while its published runs replay slower than predicted, by
 over a tenth at the median).  ``tornado`` moves one factor at a time from the nominal prediction,
 for the chapter's sensitivity chart.
@@ -37,7 +37,8 @@ from playground.planner.published_row import published_metric
 from playground.planner.published_stacks import STACK_RUNS
 from playground.planner.step_time import power_clock, predict
 
-__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios",
+__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios", "MOE_MANY", "MOE_FEW",
+           "MANY_LOCAL_EXPERTS", "CAVEAT_MEDIAN",
            "validation_caveats", "fits_as_unstated"]
 
 # the Layout fields a source may leave unstated, and the values each can take
@@ -191,13 +192,35 @@ def _moe_launched(model: Model, cluster: Cluster | None, layout: Layout | None) 
     return model.is_moe and (layout is None or layout.moe_launch != "graphed")
 
 
+# Experts on a GPU from which a host-launched MoE layer counts as one with many: the course's H200 record
+# (``bench moe``) found Qwen3-30B-A3B's 16 local experts host-bound when launched one by one (4.3x its grouped
+# layer), and one to four local experts within a quarter of it (chapter 6).  Without a layout the model's
+# experts all count (EP 1).
+MANY_LOCAL_EXPERTS = 16
+
+
+def _local_experts(model: Model, layout: Layout | None) -> float:
+    return model.experts / (layout.ep if layout is not None else 1)
+
+
+def _moe_launched_many(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
+    return _moe_launched(model, cluster, layout) and _local_experts(model, layout) >= MANY_LOCAL_EXPERTS
+
+
+def _moe_launched_few(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
+    return _moe_launched(model, cluster, layout) and _local_experts(model, layout) < MANY_LOCAL_EXPERTS
+
+
 def _moe_graphed(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
     return model.is_moe and layout is not None and layout.moe_launch == "graphed"
 
 
-# the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason; a MoE is two kinds,
-# by whether the host launches its layers' kernels, for the runs that replay from a CUDA graph land near the model
-_KINDS = (("a mixture of experts launched from the host", _moe_launched,
+# the kinds of run whose published runs ran slower than predicted (chapter 6), and the reason; a MoE is three kinds,
+# by whether the host launches its layers' kernels, for the runs that replay from a CUDA graph land near the model, and
+# by how many experts each GPU's host launches, for the host's work grows with them
+MOE_MANY = f"a mixture of experts launched from the host, {MANY_LOCAL_EXPERTS} or more experts on a GPU"
+MOE_FEW = f"a mixture of experts launched from the host, fewer than {MANY_LOCAL_EXPERTS} experts on a GPU"
+_KINDS = ((MOE_MANY, _moe_launched_many,
            "a MoE layer's host work is priced only as a floor measured for eager PyTorch on one H200 (--moe-launch: "
            f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
            f"{EFFICIENCY.host_kernel_s * 1e6:.0f} us each), and launching "
@@ -210,6 +233,10 @@ _KINDS = (("a mixture of experts launched from the host", _moe_launched,
            "even if your stack groups its experts' GEMMs or dispatches with DeepEP or HybridEP: Megatron-Bridge's "
            "runs that did, read as their recipes ran them, ran slower than predicted too, unless the whole "
            "iteration was one CUDA graph (--moe-launch graphed)"),
+          (MOE_FEW, _moe_launched_few,
+           "the host's launches grow with the experts on each GPU, and the course's H200 record launched one to four of "
+           "them one by one within a quarter of the grouped layer's time; your stack's own launch cost is not known "
+           "to the model: read the time as optimistic"),
           ("a mixture of experts replayed from a CUDA graph", _moe_graphed,
            "the runs whose recipes replay the iteration from CUDA graphs, nothing launched from the host, ran slower "
            "than predicted by more than a tenth at the median"),

@@ -45,8 +45,8 @@ def test_the_eager_bytes_the_model_charges_are_the_ones_measured():
 
 
 def test_the_planners_moe_warning_quotes_the_record():
-    from playground.planner.step_range import _KINDS
-    why = next(w for kind, _, w in _KINDS if kind == "a mixture of experts launched from the host")
+    from playground.planner.step_range import _KINDS, MOE_MANY
+    why = next(w for kind, _, w in _KINDS if kind == MOE_MANY)
     row = next(r for r in summary(FULL[0]) if r["shape"] == "qwen3-30b-a3b")
     assert f"{row['loop_sync_over_grouped']:.1f}x slower" in why and f"{row['grouped_sync_over_grouped']:.2f}x" in why
 

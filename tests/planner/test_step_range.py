@@ -103,27 +103,40 @@ def test_the_command_line_reports_the_range_in_text_and_json():
 
 
 def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_the_live_ratios():
-    """The report's caveats are computed from the published rows, not quoted: a mixture of experts launched from
-    the host and a sequence beyond 64K get one line each while their rows replay optimistic by over a tenth at the
-    median; a mixture of experts replayed from a CUDA graph, whose rows land near the model, gets none; FSDP on
-    full-power Hoppers, whose rows now replay within that, gets none; nor does a dense 8K model."""
+    """The report's caveats are computed from the published rows, not quoted: a mixture of experts whose host
+    launches 16 or more experts on each GPU and a sequence beyond 64K get one line each while their rows replay
+    optimistic by over a tenth at the median; one launching fewer experts a GPU, or replayed from a CUDA graph,
+    whose rows land near the model, gets none; FSDP on full-power Hoppers, whose rows now replay within that, gets
+    none; nor does a dense 8K model.  Without a layout a model's experts all count as one GPU's."""
     from playground.planner import preset
     from playground.planner.published_row import published_metric
     from playground.planner.published_stacks import STACK_RUNS
-    from playground.planner.step_range import CAVEAT_MEDIAN, validation_caveats
-    ratios = {launch: sorted(published_metric(r, predict(r.model, r.cluster, r.layout))[3] for r in STACK_RUNS
-                             if r.model.is_moe and (r.layout.moe_launch == "graphed") == launch) for launch in (False, True)}
-    moe, graphed = ratios[False], ratios[True]
-    assert statistics.median(moe) > CAVEAT_MEDIAN > statistics.median(graphed) and len(graphed) >= 10
-    mixtral, h100 = preset("mixtral-8x7b"), Cluster.of("H100")
-    assert validation_caveats(mixtral, h100, Layout.today(1, 1, 8, ep=8, global_batch=64, moe_launch="graphed")) == []
-    [line] = validation_caveats(mixtral)
-    slower = sum(r > 1 for r in moe)
-    assert f"{slower} of {len(moe)} published runs" in line and f"{moe[0]:.2f}-{moe[-1]:.2f}x" in line
-    assert f"{statistics.median(moe):.2f}x at the median" in line
+    from playground.planner.step_range import CAVEAT_MEDIAN, MANY_LOCAL_EXPERTS, MOE_MANY, validation_caveats
+
+    def kind(r):
+        if r.layout.moe_launch == "graphed":
+            return "graphed"
+        return "many" if r.model.experts / r.layout.ep >= MANY_LOCAL_EXPERTS else "few"
+    ratios = {}
+    for r in STACK_RUNS:
+        if r.model.is_moe:
+            ratios.setdefault(kind(r), []).append(published_metric(r, predict(r.model, r.cluster, r.layout))[3])
+    many, few, graphed = (sorted(ratios[k]) for k in ("many", "few", "graphed"))
+    assert statistics.median(many) > CAVEAT_MEDIAN > max(statistics.median(few), statistics.median(graphed))
+    assert min(len(many), len(few), len(graphed)) >= 10
+    mixtral, deepseek, h100 = preset("mixtral-8x7b"), preset("deepseek-v3"), Cluster.of("H100")
+    assert validation_caveats(mixtral) == []      # eight experts: never 16 on a GPU
+    assert validation_caveats(mixtral, h100, Layout.today(1, 1, 8, ep=8, global_batch=64)) == []
+    assert validation_caveats(deepseek, h100, Layout.today(1, 1, 64, ep=64, global_batch=64)) == []   # 4 a GPU
+    eight = Layout.today(1, 1, 64, ep=8, global_batch=64)       # 32 experts a GPU
+    assert validation_caveats(deepseek, h100, replace(eight, moe_launch="graphed")) == []
+    [line] = validation_caveats(deepseek, h100, eight)
+    assert line.startswith(f"for {MOE_MANY}, {sum(r > 1 for r in many)} of {len(many)} published runs")
+    assert f"{statistics.median(many):.2f}x at the median ({many[0]:.2f}-{many[-1]:.2f}x)" in line
+    assert validation_caveats(deepseek) == [line]
     assert validation_caveats(preset("llama3-8b")) == []
     assert "beyond 64K" in validation_caveats(replace(preset("llama3-8b"), seq_len=131072))[0]
-    result = predict_range(preset("mixtral-8x7b"), Cluster.of("H100"), Layout.today(1, 1, 8, ep=8, global_batch=64))
+    result = predict_range(deepseek, h100, eight)
     assert result["caveats"] == [line]
     # FSDP on Hopper at full power is a kind of layout, decided by the cluster and the layout (a 500 W
     # cap, where torchtitan's FSDP rows ran, or an A100 is not it); the same rule gives it a line only
