@@ -45,6 +45,8 @@ the imbalance of tokens over experts (every expert is charged the average).
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import replace
 
 from playground import hardware
@@ -100,6 +102,15 @@ def usable_memory_bytes(gpu) -> float:
     return spec.memory_bytes * (1 - FRAGMENTATION) - FRAMEWORK_BYTES
 
 
+@functools.lru_cache(maxsize=512)
+def _layer_params(model: Model) -> tuple[float, float, float, float]:
+    """(a dense layer's, a MoE layer's without its routed experts, one routed expert's parameters, a published
+    total over the counted one): what ``stage_params`` multiplies, counted once a model (a step's range asks
+    for them tens of thousands of times)."""
+    return (model.dense_layer_params(), model.moe_layer_params(0) if model.is_moe else 0,
+            model.mlp_params(model.expert_width), model.param_count / model.counted_params())
+
+
 def stage_params(model: Model, layout: Layout, stage: int, layers: int, first_layer: int,
                  embeddings: bool = True) -> tuple[float, float]:
     """(dense, routed-expert) parameters one GPU of ``stage`` holds (``embeddings=False``: its layers' only,
@@ -107,16 +118,15 @@ def stage_params(model: Model, layout: Layout, stage: int, layers: int, first_la
     t, p = layout.tp, layout.pp
     dense_here = max(0, min(first_layer + layers, model.layers - model.moe_layers) - first_layer)
     moe_here = layers - dense_here
-    moe_rest = model.moe_layer_params(0) if model.is_moe else 0
-    dense = dense_here * model.dense_layer_params() + moe_here * moe_rest
+    dense_layer, moe_rest, expert, scale = _layer_params(model)
+    dense = dense_here * dense_layer + moe_here * moe_rest
     h, V = model.hidden, model.vocab
     if stage == 0 and embeddings:
         dense += V * h + (model.seq_len * h if model.position_embeddings else 0)
     if stage == p - 1 and embeddings:
         dense += h + (V * h if (not model.tied_embeddings or p > 1) else 0)  # final norm, output layer
-    experts = moe_here * model.experts * model.mlp_params(model.expert_width) / (layout.ep * layout.expert_tp_degree)
-    scale = model.param_count / model.counted_params()                       # a published total, if given
-    return dense / t * scale, experts * scale
+    experts = moe_here * model.experts * expert / (layout.ep * layout.expert_tp_degree)
+    return dense / t * scale, experts * scale                               # scale: a published total, if given
 
 
 def in_flight_micro_batches(p: int, v: int, m: int, stage: int, ep_overlap: bool = False) -> float:

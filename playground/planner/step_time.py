@@ -110,7 +110,7 @@ validation table (``playground.planner.published_layouts``).  Hardware numbers c
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 
 from playground.planner.comm_costs import fsdp_exposed_time, pass_windows
 from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, Layout, Model, allgather_time,
@@ -309,7 +309,8 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         **({"moe_layer_pass": {"device_s": costs[True]["device"], "launch_s": costs[True]["launch"]}}
            if model.is_moe else {}),
         "memory": mem,
-        "layout": asdict(layout), "gpus": n, "gpu": gpu.name, "micro_batches": m,
+        "layout": {f.name: getattr(layout, f.name) for f in fields(layout)},   # immutable fields: no deep copy
+        "gpus": n, "gpu": gpu.name, "micro_batches": m,
         "stage_layers": slow["layers"], "placement": list(stages), "placement_note": placement_note(model, layout),
         "layers": model.layers,
         "params": model.param_count, "flops_per_step": hw_flops, "model_flops_per_step": model_flops,
