@@ -35,12 +35,11 @@ def _summary(rows: list[dict], band: float) -> dict:
             "inside_range": sum(r["inside"] for r in rows)}
 
 
-def per_stack(band: float = 0.20, rows: bool = False, table: list[dict] | None = None) -> dict:
-    """The report: each stack's summary, all rows together, and (``rows``) every row's ratio; ``table``, the
-    replay of ``range_table() + stack_table()`` when a caller already holds it (it takes minutes)."""
+def per_stack(band: float = 0.20, rows: bool = False) -> dict:
+    """The report: each stack's summary, all rows together, and (``rows``) every row's ratio."""
     if not 0 < band < 1:
         raise ValueError(f"--band must be a fraction between 0 and 1, got {band}")
-    table = table if table is not None else range_table() + stack_table()
+    table = range_table() + stack_table()
     stacks = {}
     for r in table:
         stacks.setdefault(r["stack"], []).append(r)

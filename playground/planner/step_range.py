@@ -37,9 +37,8 @@ from playground.planner.published_row import published_metric
 from playground.planner.published_stacks import STACK_RUNS
 from playground.planner.step_time import power_clock, predict
 
-__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios", "MOE_MANY", "MOE_FEW",
-           "MANY_LOCAL_EXPERTS", "CAVEAT_MEDIAN",
-           "validation_caveats", "fits_as_unstated"]
+__all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios",
+           "validation_caveats", "fits_as_unstated", "MOE_MANY", "MOE_FEW", "MANY_LOCAL_EXPERTS", "CAVEAT_MEDIAN"]
 
 # the Layout fields a source may leave unstated, and the values each can take
 SETTINGS = {

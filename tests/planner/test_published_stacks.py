@@ -30,15 +30,6 @@ LAYOUT_FIELDS = {f.name for f in fields(Layout)}
 
 
 @pytest.fixture(scope="module")
-def replayed():
-    """Every visible row replayed with its range, as the benchmark replays them, and the held-out check counted
-    from that one replay (``held_out_table``): minutes of work, done once for the tests that read it."""
-    from playground.planner.replay import held_out_table, range_table, stack_table
-    table = range_table() + stack_table()
-    return table, held_out_table(table)
-
-
-@pytest.fixture(scope="module")
 def compared():
     out = []
     for row in STACK_RUNS:
@@ -326,19 +317,19 @@ def test_bridge_rows_run_as_the_recipes_that_hold_their_layouts_and_say_so():
     assert rows["GPT OSS 120B, 64 B200, EP 8, BF16"].layout.grad_reduce == "fp32"
 
 
-def test_the_held_out_check_counts_what_the_issue_holds_it_to(replayed):
+def test_the_held_out_check_counts_what_the_issue_holds_it_to():
     """The held-out runs are held within +-25% and to fitting as read; the benchmark reports what the
     check counts from the same replay as the visible rows, and each held-out run is one of those rows.
     What chapter 6 says of the replay holds: every dense held-out run within +-20%, the misses MoE, and every
     MoE run replayed from a whole-iteration CUDA graph (26.06's on GB200s, GB300s and B300s) within +-20% too."""
     from playground.bench.throughput import per_stack
     from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND, STACK_RUNS
-    table, held = replayed
+    from playground.planner.replay import held_out_table
+    held = held_out_table()
     summary, rows = held["summary"], held["rows"]
     runs = [run for group in HELD_OUT.values() for run in group]
     assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 37 and set(runs) <= set(STACK_RUNS)
-    assert per_stack(table=table)["held_out"] == summary and all("(held out)" in run.stack for run in runs)
-    assert {r["name"] for r in rows} <= {r["name"] for r in table}
+    assert per_stack()["held_out"] == summary and all("(held out)" in run.stack for run in runs)
     dense = [r for r in rows if not r["moe"]]
     assert len(dense) == 8 and all(abs(r["ratio"] - 1) <= 0.20 for r in dense)
     assert all(r["moe"] for r in rows if abs(r["ratio"] - 1) > HELD_OUT_BAND)
@@ -346,7 +337,7 @@ def test_the_held_out_check_counts_what_the_issue_holds_it_to(replayed):
     assert len(graphed) == 10 and all(abs(r["ratio"] - 1) <= 0.20 for r in rows if r["name"] in graphed)
 
 
-def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omits(replayed):
+def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omits():
     """Every held-out run fits as read, and once the settings its table leaves unstated may take any value.  The
     Megatron-Core MoE report's Qwen3-235B at micro-batch 3 on GB200s fits only with the activation offloading its Table 5
     ran it with (counted at 211 GB with every activation on the GPU, past the GB200's 186 GB; with each dispatched copy
@@ -359,7 +350,8 @@ def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omi
     fits with its recipe's recompute once a MoE layer keeps what Megatron-Core v0.13 and later keep, and with either
     of the two corrections alone."""
     from playground.planner.published_stacks import HELD_OUT
-    held = replayed[1]
+    from playground.planner.replay import held_out_table
+    held = held_out_table()
     runs = {run.name: run for runs in HELD_OUT.values() for run in runs}
     assert all(r["fits"] and not runs[r["name"]].memory_misfit for r in held["rows"])
     assert held["summary"]["fit_as_unstated"] == held["summary"]["judged_to_fit"] == len(held["rows"]) == 37
@@ -385,12 +377,13 @@ def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omi
         assert memory_per_gpu(dsv3.model, kept, dsv3.gpu)["fits"] == fits
 
 
-def test_every_held_out_run_keeps_its_first_replay_beside_todays(replayed):
+def test_every_held_out_run_keeps_its_first_replay_beside_todays():
     """The held-out check is read against the model as it stood before anything was changed for those
     runs: each run's first ratio is recorded, and the table reports both."""
     from playground.planner.published_stacks import HELD_OUT, HELD_OUT_FIRST_REPLAY
+    from playground.planner.replay import held_out_table
     assert set(HELD_OUT_FIRST_REPLAY) == {run.name for runs in HELD_OUT.values() for run in runs}
-    held = replayed[1]
+    held = held_out_table()
     assert all(r["first_replay"] == HELD_OUT_FIRST_REPLAY[r["name"]] for r in held["rows"])
     assert held["summary"]["first_within_band"] == 5 + 13 + 9   # 26.04.01 and AutoModel's, 26.06's, the MoE report's
 
