@@ -167,7 +167,8 @@ def largest_weight(model: Model, layout: Layout) -> float:
                                                   layout.expert_tp_degree))
 
 
-def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
+@functools.lru_cache(maxsize=4096)
+def _memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     """Bytes per GPU of the fullest pipeline stage, by part (see the module docstring).
 
     Keys: ``model_states`` (and ``model_state_parts``), ``zero3_buffers``, ``activations``,
@@ -235,6 +236,17 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         best.update(capacity=spec.memory_bytes, usable=usable, fits=best["total"] <= spec.memory_bytes,
                     tight=usable < best["total"] <= spec.memory_bytes)
     return best
+
+
+def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
+    """``_memory_per_gpu``'s count, each caller its own copy: a step's range asks it thrice a layout (once to
+    see whether the layout fits, once for each end of the constants' spread), and the count depends only on the
+    model, the layout and the GPU, all frozen."""
+    try:
+        counted = _memory_per_gpu(model, layout, gpu)
+    except TypeError:   # a GPU given as something unhashable: counted afresh
+        counted = _memory_per_gpu.__wrapped__(model, layout, gpu)
+    return {**counted, "model_state_parts": dict(counted["model_state_parts"])}
 
 
 def fit_verdict(mem: dict) -> str:

@@ -154,8 +154,9 @@ def predict_range(model: Model, cluster: Cluster, layout: Layout, unstated=(), e
     """``predict``'s result, plus the range spanned by ``unstated`` settings and the constants' spread."""
     nominal = predict(model, cluster, layout, eff, gpus)
     steps, mfus = [nominal["step_time_s"]], [nominal["mfu"]]
+    corners = efficiency_corners(eff)
     for variant in _combos(model, cluster, layout, unstated):
-        for corner in efficiency_corners(eff):
+        for corner in corners:
             out = predict(model, cluster, variant, corner, gpus)
             steps.append(out["step_time_s"])
             mfus.append(out["mfu"])
