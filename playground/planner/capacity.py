@@ -36,7 +36,7 @@ from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_
 from playground.planner.memory import memory_per_gpu, tight_note
 from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
-from playground.planner.step_range import predict_range
+from playground.planner.step_range import MANY_LOCAL_EXPERTS, many_local_experts, predict_range
 
 # infer_architecture and DEFAULT_VOCAB live in capacity_inputs; re-exported so imports from here keep working
 __all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_VOCAB", "MAX_LAYERS",
@@ -68,6 +68,18 @@ def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None) -> list[str]:
     return [f"{said} is above {ceiling['mfu']:.2f}{' of the FP8 peak' if dtype == 'fp8' else ''}, the most any of "
             f"the {ceiling['runs']} published {dtype.upper() if dtype == 'fp8' else dtype} runs {ceiling['scope']} "
             f"that chapter 6 replays reached ({ceiling['run']})"]
+
+
+def _fewer_experts_note(alternative: dict | None, step_s: float, gpus: int) -> str:
+    """What the search found outside the kind ``MOE_MANY`` names, for a layout it chose inside it."""
+    if alternative is None:
+        return (f"every layout of {gpus} GPUs that fits leaves {MANY_LOCAL_EXPERTS} or more experts on a GPU, "
+                "the kind of run warned of below; more GPUs (a larger EP) or a whole-iteration CUDA graph "
+                "(--moe-launch graphed) leaves it")
+    alt = alternative["step_time_s"]
+    return (f"fastest layout with fewer than {MANY_LOCAL_EXPERTS} experts on a GPU (outside the kind warned of "
+            f"below): {alternative['description']}, step {alt:.3g} s, {alt / step_s - 1:+.0%} on this layout's "
+            f"{step_s:.3g} s as predicted; weigh it against the slowdown the warning gives")
 
 
 def plan(params=None, active_params=None, tokens=None, compute=None, model: Model | str | None = None,
@@ -158,7 +170,10 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
                               **{k: degrees[k] for k in ("vpp", "cp", "ep") if k in degrees}, **knobs)
         source = "given"
     elif gpus is not None and not speed_given:
-        searched = search(m, cluster, gpus, global_batch, top=search_top, eff=efficiency or EFFICIENCY, **knobs)
+        # a MoE: also the fastest layout outside the kind of run whose published runs ran well below prediction
+        avoid = (lambda lay: many_local_experts(m, cluster, lay)) if m.is_moe else None
+        searched = search(m, cluster, gpus, global_batch, top=search_top, eff=efficiency or EFFICIENCY, avoid=avoid,
+                          **knobs)
         if searched["best"] is None:
             layout, source = minimal_model_parallelism(m, spec, gpus, global_batch, **knobs)["layout"], "closest"
         else:
@@ -171,6 +186,8 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     if gpus is not None and not speed_given:
         prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
         warnings += prediction["caveats"]
+        if source == "found by the search" and many_local_experts(m, cluster, layout):
+            notes.append(_fewer_experts_note(searched["best_avoiding"], prediction["step_time_s"], gpus))
     notes += [note for note in (m.seq_len_from, m.read_note) if note]
     if m.position_note():
         warnings.append(m.position_note())

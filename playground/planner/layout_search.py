@@ -128,9 +128,10 @@ def _rank_key(r: dict) -> tuple:
 
 
 def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: int = 5,
-           eff: Efficiency = EFFICIENCY, **fixed) -> dict:
+           eff: Efficiency = EFFICIENCY, avoid=None, **fixed) -> dict:
     """The layouts that fit, best first, as a JSON-ready dict (``ranked``: the ``top`` best), each
-    predicted with the constants ``eff``."""
+    predicted with the constants ``eff``.  With ``avoid`` (a test of a ``Layout``), also ``best_avoiding``: the
+    fastest layout that fits and the test does not catch (None if every one is caught)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise PlanError(f"gpus must be a whole number >= 1, got {gpus!r}")
     usable = usable_memory_bytes(cluster.gpu)
@@ -154,12 +155,18 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
                "why": explain(r)} for i, r in enumerate(distinct[:top])]
     for a, b in zip(ranked, ranked[1:]):
         a["beats_next"] = why_faster(a, b)
-    return {"gpus": gpus, "gpu": cluster.gpu.name, "global_batch": global_batch, "usable_bytes": usable,
+    out = {"gpus": gpus, "gpu": cluster.gpu.name, "global_batch": global_batch, "usable_bytes": usable,
             "considered": len(layouts), "too_big": len(layouts) - len(fitting), "fit": len(fitting),
             "distinct_speeds": len(distinct),
             "tp_across_nodes": max_tp > cluster.gpus_per_node, "ranked": ranked, "best": results[0] if results else None,
             "slowest_that_fits": ({"layout": results[-1]["layout"], "tokens_per_s": results[-1]["tokens_per_s"],
                                    "why": explain(results[-1])} if results else None)}
+    if avoid is not None:
+        kept = next((r for r in results if not avoid(Layout(**r["layout"]))), None)
+        out["best_avoiding"] = None if kept is None else {
+            "layout": kept["layout"], "step_time_s": kept["step_time_s"], "tokens_per_s": kept["tokens_per_s"],
+            "description": Layout(**kept["layout"]).describe()}
+    return out
 
 
 def explain(result: dict) -> str:

@@ -38,7 +38,8 @@ from playground.planner.published_stacks import STACK_RUNS
 from playground.planner.step_time import power_clock, predict
 
 __all__ = ["SETTINGS", "setting_choices", "efficiency_corners", "predict_range", "tornado", "kind_ratios",
-           "validation_caveats", "fits_as_unstated", "MOE_MANY", "MOE_FEW", "MANY_LOCAL_EXPERTS", "CAVEAT_MEDIAN"]
+           "validation_caveats", "fits_as_unstated", "MOE_MANY", "MOE_FEW", "MANY_LOCAL_EXPERTS", "CAVEAT_MEDIAN",
+           "many_local_experts"]
 
 # the Layout fields a source may leave unstated, and the values each can take
 SETTINGS = {
@@ -205,6 +206,12 @@ def _local_experts(model: Model, layout: Layout | None) -> float:
 
 def _moe_launched_many(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
     return _moe_launched(model, cluster, layout) and _local_experts(model, layout) >= MANY_LOCAL_EXPERTS
+
+
+def many_local_experts(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
+    """Whether a run is of the kind ``MOE_MANY`` names: its MoE layers launched from the host, with
+    ``MANY_LOCAL_EXPERTS`` or more experts on each GPU (what the planner's search can steer round)."""
+    return _moe_launched_many(model, cluster, layout)
 
 
 def _moe_launched_few(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:

@@ -155,6 +155,29 @@ def test_a_kind_of_run_every_published_run_of_which_ran_slower_is_flagged_with_t
     assert bool(lines) == flagged and not flagged
 
 
+def test_a_searched_moe_layout_in_the_warned_kind_comes_with_the_fastest_layout_outside_it():
+    """Where the search's fastest layout leaves 16 or more experts on a GPU (the kind warned of), the plan names the
+    fastest layout that fits with fewer, and what it costs as predicted: the reader weighs the two.  Where every
+    fitting layout leaves that many, it says so and what leaves the kind.  A dense model's search has no such key."""
+    from playground.planner import plan, read_hf_config
+    from playground.planner.step_range import MANY_LOCAL_EXPERTS, many_local_experts
+    air = read_hf_config("chapters/configs/families/glm-4.5-air", seq_len=4096)   # 128 experts
+    h100 = Cluster.of("H100")
+    out = plan(model=air, tokens=1e12, gpus=128, gpu="H100")
+    chosen = Layout(**out["layout"])
+    assert many_local_experts(air, h100, chosen) and out["warnings"][0].startswith("for a mixture of experts")
+    other = out["search"]["best_avoiding"]
+    assert air.experts / other["layout"]["ep"] < MANY_LOCAL_EXPERTS
+    assert other["step_time_s"] >= out["layout_prediction"]["step_time_s"]   # the search ranked it below
+    [note] = [n for n in out["notes"] if n.startswith("fastest layout with fewer than 16 experts")]
+    assert other["description"] in note and f"{other['step_time_s']:.3g} s" in note
+    olmoe = read_hf_config("chapters/configs/families/olmoe-1b-7b", seq_len=4096)   # 64 experts: 32 a GPU on two
+    two = plan(model=olmoe, tokens=1e12, gpus=2, gpu="H100")
+    assert two["search"]["fit"] and two["search"]["best_avoiding"] is None
+    assert any(n.startswith("every layout of 2 GPUs that fits leaves 16 or more") for n in two["notes"])
+    assert "best_avoiding" not in plan(model=preset("llama3-8b"), tokens=1e12, gpus=16, gpu="H100")["search"]
+
+
 def test_dense_runs_that_keep_whole_layers_and_recompute_nothing_are_warned_only_while_their_rows_replay_slower():
     """FSDP, HSDP or data parallelism of a dense model with no TP and no recomputation: most published
     rows of that kind replay slower than predicted.  With autocast's fp32 stream counted on llm-foundry's
