@@ -36,7 +36,7 @@ from playground.planner.layout_search import fit_advice, gpus_that_fit, minimal_
 from playground.planner.memory import memory_per_gpu, tight_note
 from playground.planner.mfu_ceiling import LARGE_RUN_GPUS, mfu_ceiling
 from playground.planner.scaling_laws import TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
-from playground.planner.step_range import MANY_LOCAL_EXPERTS, many_local_experts, predict_range
+from playground.planner.step_range import MANY_LOCAL_EXPERTS, MOE_MANY, many_local_experts, predict_range
 
 # infer_architecture and DEFAULT_VOCAB live in capacity_inputs; re-exported so imports from here keep working
 __all__ = ["plan", "infer_architecture", "DEFAULT_MFU", "DEFAULT_GLOBAL_BATCH", "DEFAULT_VOCAB", "MAX_LAYERS",
@@ -186,7 +186,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     if gpus is not None and not speed_given:
         prediction = predict_range(m, cluster, layout, unstated, efficiency or EFFICIENCY)
         warnings += prediction["caveats"]
-        if source == "found by the search" and many_local_experts(m, cluster, layout):
+        if source == "found by the search" and any(c.startswith(f"for {MOE_MANY},") for c in prediction["caveats"]):
             notes.append(_fewer_experts_note(searched["best_avoiding"], prediction["step_time_s"], gpus))
     notes += [note for note in (m.seq_len_from, m.read_note) if note]
     if m.position_note():

@@ -244,7 +244,7 @@ def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     model, the layout and the GPU, all frozen."""
     try:
         counted = _memory_per_gpu(model, layout, gpu)
-    except TypeError:   # a GPU given as something unhashable: counted afresh
+    except TypeError:   # a field unhashable (bad input, which check_layout names in one line): counted afresh
         counted = _memory_per_gpu.__wrapped__(model, layout, gpu)
     return {**counted, "model_state_parts": dict(counted["model_state_parts"])}
 

@@ -204,14 +204,10 @@ def _local_experts(model: Model, layout: Layout | None) -> float:
     return model.experts / (layout.ep if layout is not None else 1)
 
 
-def _moe_launched_many(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
-    return _moe_launched(model, cluster, layout) and _local_experts(model, layout) >= MANY_LOCAL_EXPERTS
-
-
 def many_local_experts(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
     """Whether a run is of the kind ``MOE_MANY`` names: its MoE layers launched from the host, with
     ``MANY_LOCAL_EXPERTS`` or more experts on each GPU (what the planner's search can steer round)."""
-    return _moe_launched_many(model, cluster, layout)
+    return _moe_launched(model, cluster, layout) and _local_experts(model, layout) >= MANY_LOCAL_EXPERTS
 
 
 def _moe_launched_few(model: Model, cluster: Cluster | None, layout: Layout | None) -> bool:
@@ -227,7 +223,7 @@ def _moe_graphed(model: Model, cluster: Cluster | None, layout: Layout | None) -
 # by how many experts each GPU's host launches, for the host's work grows with them
 MOE_MANY = f"a mixture of experts launched from the host, {MANY_LOCAL_EXPERTS} or more experts on a GPU"
 MOE_FEW = f"a mixture of experts launched from the host, fewer than {MANY_LOCAL_EXPERTS} experts on a GPU"
-_KINDS = ((MOE_MANY, _moe_launched_many,
+_KINDS = ((MOE_MANY, many_local_experts,
            "a MoE layer's host work is priced only as a floor measured for eager PyTorch on one H200 (--moe-launch: "
            f"{MOE_LAYER_KERNELS} kernels a layer, {MOE_EXPERT_KERNELS} more per local expert launched one by one, "
            f"{EFFICIENCY.host_kernel_s * 1e6:.0f} us each), and launching "
