@@ -132,7 +132,8 @@ def test_a_part_imports_only_the_basics_and_the_parts_below_it():
         (fa, _), (fb, _) = _floor(a), _floor(b)
         if fa not in rank:
             return False
-        return fb not in ("basics",) and (fb not in rank or rank[fb] > rank[fa])
+        # the root (playground/__init__.py: the package's shape and the faces' loader) stands under everything
+        return fb not in ("root", "basics") and (fb not in rank or rank[fb] > rank[fa])
     assert _climbs(climbs) == []
 
 
@@ -287,3 +288,16 @@ def test_a_parts_face_never_hides_one_of_its_modules(part):
     for path in (PACKAGE / part).glob("*.py"):
         if path.name != "__init__.py" and hasattr(face, path.stem):
             assert getattr(face, path.stem) is importlib.import_module(f"playground.{part}.{path.stem}"), path.stem
+
+
+@pytest.mark.parametrize("part", playground.PARTS)
+def test_a_face_loads_a_module_when_one_of_its_names_is_first_used(part):
+    """The face lists every public name (for completion), keeps a name once loaded as a plain attribute,
+    and says which name it lacks in the usual way."""
+    face = importlib.import_module(f"playground.{part}")
+    assert set(face.__all__) <= set(dir(face))
+    name = face.__all__[0]
+    value = getattr(face, name)
+    assert value is vars(face)[name], "once loaded, a plain attribute"
+    with pytest.raises(AttributeError, match=f"playground.{part}.*no_such_name"):
+        face.no_such_name

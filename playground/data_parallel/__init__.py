@@ -1,7 +1,8 @@
 """Data parallelism (chapter 1): parameter server -> ring all-reduce -> DDP.
 
 The collectives: ``ring`` (the simple ring all-reduce of chapter 1 in 15 lines, then the segmented
-reduce-scatter, all-gather and all-reduce around a ring, on any process group) and ``allreduce_baselines`` (parameter server, sharded parameter server, tree).  Their model:
+reduce-scatter, all-gather and all-reduce around a ring, on any process group; each rank's slice of a
+tensor from ``shards``, which has no torch in it, so the planner's memory formulas share it) and ``allreduce_baselines`` (parameter server, sharded parameter server, tree).  Their model:
 ``cost_model`` (alpha-beta, fitted from a ping-pong).  Built on them: ``ddp`` (per-gradient and
 bucketed DDP, with ``no_sync`` for gradient accumulation).  The runs that check them: ``ddp_check``
 (equal to PyTorch's DDP, overlap timed), ``accumulation_check`` (accumulated steps equal to the
@@ -10,17 +11,21 @@ counted and times measured for every all-reduce).
 May import: the shared basics only.
 """
 
-from playground.data_parallel import accumulation_check, allreduce_lab, cost_model, ddp_check
-from playground.data_parallel.accumulation_check import (ACCUMULATION_DESIGNS, accumulate_and_compare,
-                                                         accumulation_bytes_per_step, check_accumulation)
-from playground.data_parallel.allreduce_baselines import (parameter_server_all_reduce, sent_bytes,
-                                                          sharded_parameter_server_all_reduce, tree_all_reduce)
-from playground.data_parallel.allreduce_lab import (MB, busbw_gb_s, cost_explorer, count_bytes, ring_step_s,
-                                                    time_all_reduces, usable_cores)
-from playground.data_parallel.ddp import BucketedDDP, allreduce_gradients, plan_buckets
-from playground.data_parallel.ddp_check import DDP_CONFIG, DESIGNS, overlap_summary, time_steps, train_and_compare
-from playground.data_parallel.ring import (ring_all_gather, ring_all_reduce, ring_bytes_sent, ring_reduce_scatter,
-                                           shard_bounds, simple_ring_all_reduce)
+from playground import lazy_face
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "accumulation_check": ("ACCUMULATION_DESIGNS", "accumulate_and_compare", "accumulation_bytes_per_step",
+                           "check_accumulation"),
+    "allreduce_baselines": ("parameter_server_all_reduce", "sent_bytes", "sharded_parameter_server_all_reduce",
+                            "tree_all_reduce"),
+    "allreduce_lab": ("MB", "busbw_gb_s", "cost_explorer", "count_bytes", "ring_step_s", "time_all_reduces",
+                      "usable_cores"),
+    "cost_model": (),
+    "ddp": ("BucketedDDP", "allreduce_gradients", "plan_buckets"),
+    "ddp_check": ("DDP_CONFIG", "DESIGNS", "overlap_summary", "time_steps", "train_and_compare"),
+    "ring": ("ring_all_gather", "ring_all_reduce", "ring_bytes_sent", "ring_reduce_scatter", "simple_ring_all_reduce"),
+    "shards": ("shard_bounds",),
+})
 
 __all__ = ["simple_ring_all_reduce", "ring_all_reduce", "ring_reduce_scatter", "ring_all_gather", "ring_bytes_sent", "shard_bounds",
            "parameter_server_all_reduce", "sharded_parameter_server_all_reduce", "tree_all_reduce", "sent_bytes",

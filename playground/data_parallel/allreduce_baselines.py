@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from playground.data_parallel.ring import _flat, group_members, ring_bytes_sent, shard_bounds
+from playground.data_parallel.ring import _flat, group_members, ring_bytes_sent
+from playground.data_parallel.shards import shard_bounds
 
 __all__ = ["parameter_server_all_reduce", "sharded_parameter_server_all_reduce",
            "tree_all_reduce", "sent_bytes", "tree_children"]

@@ -11,13 +11,16 @@ planner's (``playground.planner.goodput``).
 May import: the shared basics, ``playground.zero`` and ``playground.planner``.
 """
 
-from playground.failures import checkpoint, checkpoint_runs, hang_runs, restart_runs, straggler_runs
-from playground.failures.checkpoint import (CHECKPOINT_CFG, bytes_written, load, payload_by_rank,
-                                            predicted_bytes, save, shard_rows, sharded_model)
-from playground.failures.checkpoint_runs import full_state, launch_reshard, train_step
-from playground.failures.hang_runs import launch_hang, launch_mismatch, odd_one_out
-from playground.failures.restart_runs import elastic_train, launch_torchrun, lost_steps, read_log
-from playground.failures.straggler_runs import launch_straggler
+from playground import lazy_face
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "checkpoint": ("CHECKPOINT_CFG", "bytes_written", "load", "payload_by_rank", "predicted_bytes", "save",
+                   "shard_rows", "sharded_model"),
+    "checkpoint_runs": ("full_state", "launch_reshard", "train_step"),
+    "hang_runs": ("launch_hang", "launch_mismatch", "odd_one_out"),
+    "restart_runs": ("elastic_train", "launch_torchrun", "lost_steps", "read_log"),
+    "straggler_runs": ("launch_straggler",),
+})
 
 __all__ = ["checkpoint", "checkpoint_runs", "restart_runs", "straggler_runs", "hang_runs",
            "CHECKPOINT_CFG", "sharded_model", "save", "load", "bytes_written", "payload_by_rank",

@@ -11,19 +11,20 @@ memory measured against the formulas); ``gantt`` draws a step.
 May import: the shared basics only.
 """
 
-from playground.pipeline_parallel import report, schedules
-from playground.pipeline_parallel.device_clock import DEFAULT_DEVICE_TIME_S
-from playground.pipeline_parallel.engine import PipeSpec, run_actions, run_pipeline
-from playground.pipeline_parallel.gantt import draw_gantt
-from playground.pipeline_parallel.report import (bubble_explorer, bubble_rows, check_equal, formula_bubble,
-                                                 print_bubble_table, print_interleaved_comparison, timed_rows,
-                                                 print_memory_table, print_zero_bubble_memory, reference_step,
-                                                 timing_specs)
-from playground.pipeline_parallel.schedules import (SCHEDULES, WEIGHT_SHARE, action_chunk, max_in_flight,
-                                                    measured_bubble, predicted_bubble, predicted_zb_bubble,
-                                                    schedule_actions, simulate, stage_bounds)
-from playground.pipeline_parallel.split_backward import backward_input, backward_weight, record_taps
-from playground.pipeline_parallel.stage_link import StageLink, boundary_shapes
+from playground import lazy_face
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "device_clock": ("DEFAULT_DEVICE_TIME_S",),
+    "engine": ("PipeSpec", "run_actions", "run_pipeline"),
+    "gantt": ("draw_gantt",),
+    "report": ("bubble_explorer", "bubble_rows", "check_equal", "formula_bubble", "print_bubble_table",
+               "print_interleaved_comparison", "timed_rows", "print_memory_table", "print_zero_bubble_memory",
+               "reference_step", "timing_specs"),
+    "schedules": ("SCHEDULES", "WEIGHT_SHARE", "action_chunk", "max_in_flight", "measured_bubble",
+                  "predicted_bubble", "predicted_zb_bubble", "schedule_actions", "simulate", "stage_bounds"),
+    "split_backward": ("backward_input", "backward_weight", "record_taps"),
+    "stage_link": ("StageLink", "boundary_shapes"),
+})
 
 __all__ = ["schedules", "SCHEDULES", "schedule_actions", "stage_bounds", "action_chunk", "max_in_flight",
            "simulate", "predicted_bubble", "predicted_zb_bubble", "WEIGHT_SHARE", "measured_bubble",

@@ -16,31 +16,36 @@ against PyTorch's own counters); and ``capacity_explorer`` (the interactive expl
 May import: the shared basics and ``playground.zero`` (the ZeRO memory formulas).
 """
 
-from playground.planner import layout_search, published_layouts, published_runs, replay
-from playground.planner.architecture import Model
-from playground.planner.capacity import DEFAULT_MFU, plan
-from playground.planner.capacity_explorer import explorer
-from playground.planner.capacity_inputs import infer_architecture
-from playground.planner.cli import main, report
-from playground.planner.costs import allreduce_time, flops_per_step, tensor_parallel_link
-from playground.planner.errors import PlanError
-from playground.planner.flops import flops_per_token, megatron_flops_per_iteration
-from playground.planner.goodput import (daly_interval, expected_goodput, plan_goodput, simulate_goodput,
-                                        young_interval)
-from playground.planner.hf_config import model_from_hf_dict, read_hf_config
-from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout, stage_layers
-from playground.planner.layout_checks import check_layout
-from playground.planner.layout_search import candidate_layouts, fit_advice, minimal_model_parallelism, search
-from playground.planner.measure import (checkpointed_blocks, measure_activation_bytes, measure_layer_activation_bytes,
-                                        measure_routed_copy_bytes, measure_fp8_mlp_bytes, measure_fp8_weight_bytes,
-                                        measure_training_flops)
-from playground.planner.memory import (FRAGMENTATION, FRAMEWORK_BYTES, RECOMPUTE, activation_bytes_per_layer,
-                                       describe_memory, fp8_weight_bytes, layer_activation_bytes, memory_per_gpu,
-                                       model_state_bytes, usable_memory_bytes)
-from playground.planner.overlap import data_parallel_tokens, fsdp_tokens, hiding_thresholds, tensor_parallel_hidden
-from playground.planner.presets import PRESETS, preset, preset_names
-from playground.planner.scaling_laws import LOSS_FIT, TOKENS_PER_PARAM, chinchilla_loss, chinchilla_optimal
-from playground.planner.step_time import predict
+from playground import lazy_face
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "architecture": ("Model",),
+    "capacity": ("DEFAULT_MFU", "plan"),
+    "capacity_explorer": ("explorer",),
+    "capacity_inputs": ("infer_architecture",),
+    "cli": ("main", "report"),
+    "costs": ("allreduce_time", "flops_per_step", "tensor_parallel_link"),
+    "errors": ("PlanError",),
+    "flops": ("flops_per_token", "megatron_flops_per_iteration"),
+    "goodput": ("daly_interval", "expected_goodput", "plan_goodput", "simulate_goodput", "young_interval"),
+    "hf_config": ("model_from_hf_dict", "read_hf_config"),
+    "layout": ("BYTES", "EFFICIENCY", "Cluster", "Efficiency", "Layout", "stage_layers"),
+    "layout_checks": ("check_layout",),
+    "layout_search": ("candidate_layouts", "fit_advice", "minimal_model_parallelism", "search"),
+    "measure": ("checkpointed_blocks", "measure_activation_bytes", "measure_layer_activation_bytes",
+                "measure_routed_copy_bytes", "measure_fp8_mlp_bytes", "measure_fp8_weight_bytes",
+                "measure_training_flops"),
+    "memory": ("FRAGMENTATION", "FRAMEWORK_BYTES", "RECOMPUTE", "activation_bytes_per_layer", "describe_memory",
+               "fp8_weight_bytes", "layer_activation_bytes", "memory_per_gpu", "model_state_bytes",
+               "usable_memory_bytes"),
+    "overlap": ("data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_parallel_hidden"),
+    "presets": ("PRESETS", "preset", "preset_names"),
+    "published_layouts": (),
+    "published_runs": (),
+    "replay": (),
+    "scaling_laws": ("LOSS_FIT", "TOKENS_PER_PARAM", "chinchilla_loss", "chinchilla_optimal"),
+    "step_time": ("predict",),
+})
 
 __all__ = ["data_parallel_tokens", "fsdp_tokens", "hiding_thresholds", "tensor_parallel_hidden", "plan", "report", "main", "PlanError", "infer_architecture", "DEFAULT_MFU",
            "flops_per_token", "megatron_flops_per_iteration",

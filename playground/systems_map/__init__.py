@@ -15,29 +15,34 @@ and ``placement`` (the map itself, every row measured).
 May import: the shared basics, ``playground.data_parallel``, ``pipeline_parallel`` and ``zero``.
 """
 
-from playground.systems_map import (compose, compose_torch, cp_runs, dropless_runs, expert_dp_runs,
-                                    expert_parallel_runs, placement, ring_attention, ring_attention_runs, tp_measure)
-from playground.systems_map.all_gather_cp import all_gather_attention, load_balanced_split
-from playground.systems_map.cp_runs import check_context_parallel
-from playground.systems_map.dropless import NodeAwareEP
-from playground.systems_map.dropless_runs import balance_report, check_dropless, link_report
-from playground.systems_map.expert_dp import expert_grid, reduce_moe_grads
-from playground.systems_map.expert_execution import RoutedExperts, expert_reference
-from playground.systems_map.expert_parallel import ExpertParallelMoE, all_to_all, expert_placement
-from playground.systems_map.expert_parallel_runs import (bytes_report, check_all_to_all, check_expert_parallel,
-                                                         drop_report, drop_sweep)
-from playground.systems_map.grid import GridGroups, RankGrid
-from playground.systems_map.moe import (MoE, drops_agree, expert_capacity, load_balancing_loss, moe_reference,
-                                        predicted_drops, queue_position, route, within_capacity)
-from playground.systems_map.placement import STATE_LAYOUT, map_rows, placement_explorer
-from playground.systems_map.ring_attention import attention_reference, predicted_blocks, ring_schedule, split_sequence
-from playground.systems_map.ring_attention_runs import check_ring_attention, layer_report, memory_report
-from playground.systems_map.tensor_parallel import (ColumnParallelLinear, RowParallelLinear, TPAttention, TPBlock,
-                                                    TPMLP, check_tp_divisible, column_shard, dtensor_block,
-                                                    row_shard)
-from playground.systems_map.ulysses import heads_to_seq, seq_to_heads, ulysses_attention
-from playground.systems_map.tp_comm import (all_gather_along, copy_to_tp, gather_from_sp, reduce_from_tp,
-                                            reduce_scatter_along, reduce_scatter_to_sp, ring_wire_bytes)
+from playground import lazy_face
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "all_gather_cp": ("all_gather_attention", "load_balanced_split"),
+    "compose": (),
+    "compose_torch": (),
+    "cp_runs": ("check_context_parallel",),
+    "dropless": ("NodeAwareEP",),
+    "dropless_runs": ("balance_report", "check_dropless", "link_report"),
+    "expert_dp": ("expert_grid", "reduce_moe_grads"),
+    "expert_dp_runs": (),
+    "expert_execution": ("RoutedExperts", "expert_reference"),
+    "expert_parallel": ("ExpertParallelMoE", "all_to_all", "expert_placement"),
+    "expert_parallel_runs": ("bytes_report", "check_all_to_all", "check_expert_parallel", "drop_report",
+                             "drop_sweep"),
+    "grid": ("GridGroups", "RankGrid"),
+    "moe": ("MoE", "drops_agree", "expert_capacity", "load_balancing_loss", "moe_reference", "predicted_drops",
+            "queue_position", "route", "within_capacity"),
+    "placement": ("STATE_LAYOUT", "map_rows", "placement_explorer"),
+    "ring_attention": ("attention_reference", "predicted_blocks", "ring_schedule", "split_sequence"),
+    "ring_attention_runs": ("check_ring_attention", "layer_report", "memory_report"),
+    "tensor_parallel": ("ColumnParallelLinear", "RowParallelLinear", "TPAttention", "TPBlock", "TPMLP",
+                        "check_tp_divisible", "column_shard", "dtensor_block", "row_shard"),
+    "tp_comm": ("all_gather_along", "copy_to_tp", "gather_from_sp", "reduce_from_tp", "reduce_scatter_along",
+                "reduce_scatter_to_sp", "ring_wire_bytes"),
+    "tp_measure": (),
+    "ulysses": ("heads_to_seq", "seq_to_heads", "ulysses_attention"),
+})
 
 __all__ = ["copy_to_tp", "reduce_from_tp", "gather_from_sp", "reduce_scatter_to_sp", "all_gather_along",
            "reduce_scatter_along", "ring_wire_bytes",

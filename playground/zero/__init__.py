@@ -13,21 +13,23 @@ ZeroRedundancyOptimizer and FSDP2; bytes held and moved counted against ``accoun
 May import: the shared basics and ``playground.data_parallel``.
 """
 
-from playground.zero import accounting, peak_runs, runs, zero3_runs
-from playground.zero.accounting import (PAPER_TABLE_1, RECIPES, STAGES, accumulation_comm_elements, comm_elements,
-                                        exact_bytes, explorer, hsdp_comm_elements, paper_table, predicted)
-from playground.zero.hsdp import HSDP, check_grid, grid_groups
-from playground.zero.peak_runs import PEAK_CFG, activations as peak_activations, launch_peak, predicted_peak
-from playground.zero.prefetch import PrefetchZeroDP
-from playground.zero.reference import (differences_from_plain, flat_params, grid_order_sum, plain_parameters,
-                                       reference_parameters, saved_activation_bytes)
-from playground.zero.runs import (check_variants, launch, predicted_messages, predicted_sent_bytes, state_report,
-                                  timing_report, traffic_report, unit_numels)
-from playground.zero.zero3_runs import (EMULATED_COMPUTE_S, PREFETCH_DEMO_CFG, exposed_ratio, hideable_wait_s,
-                                        launch_zero3,
-                                        predicted_accumulation_bytes, predicted_hsdp_bytes, prefetch_demo,
-                                        prefetch_order, timeline_rows)
-from playground.zero.zero_dp import COMPUTE_DTYPE, ZeroDP, flat_units
+from playground import lazy_face
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "accounting": ("PAPER_TABLE_1", "RECIPES", "STAGES", "accumulation_comm_elements", "comm_elements", "exact_bytes",
+                   "explorer", "hsdp_comm_elements", "paper_table", "predicted"),
+    "hsdp": ("HSDP", "check_grid", "grid_groups"),
+    "peak_runs": ("PEAK_CFG", "activations as peak_activations", "launch_peak", "predicted_peak"),
+    "prefetch": ("PrefetchZeroDP",),
+    "reference": ("differences_from_plain", "flat_params", "grid_order_sum", "plain_parameters", "reference_parameters",
+                  "saved_activation_bytes"),
+    "runs": ("check_variants", "launch", "predicted_messages", "predicted_sent_bytes", "state_report", "timing_report",
+             "traffic_report", "unit_numels"),
+    "zero3_runs": ("EMULATED_COMPUTE_S", "PREFETCH_DEMO_CFG", "exposed_ratio", "hideable_wait_s", "launch_zero3",
+                   "predicted_accumulation_bytes", "predicted_hsdp_bytes", "prefetch_demo", "prefetch_order",
+                   "timeline_rows"),
+    "zero_dp": ("COMPUTE_DTYPE", "ZeroDP", "flat_units"),
+})
 
 __all__ = ["ZeroDP", "COMPUTE_DTYPE", "flat_units", "PrefetchZeroDP", "HSDP", "check_grid", "grid_groups",
            "accounting", "RECIPES", "STAGES", "predicted", "exact_bytes", "comm_elements", "PAPER_TABLE_1",

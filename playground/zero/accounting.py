@@ -15,7 +15,7 @@ For Ψ parameters the bytes per rank are
 with P, G, K the bytes per parameter of parameter, gradient and optimizer state.  ``predicted``
 evaluates these formulas; ``exact_bytes`` adds what a real implementation meets: a flat buffer
 of ``numel`` elements splits into shards that differ by one element when d does not divide
-it (``playground.data_parallel.ring.shard_bounds``), so a rank holds ⌈numel/d⌉ or ⌊numel/d⌋ elements.
+it (``playground.data_parallel.shards.shard_bounds``), so a rank holds ⌈numel/d⌉ or ⌊numel/d⌋ elements.
 ``PAPER_TABLE_1`` is Table 1 of the ZeRO paper, which ``paper_table`` regenerates.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-from playground.data_parallel.ring import shard_bounds
+from playground.data_parallel.shards import shard_bounds
 
 __all__ = ["Recipe", "RECIPES", "STAGES", "predicted", "exact_bytes", "comm_elements",
            "accumulation_comm_elements", "hsdp_comm_elements",

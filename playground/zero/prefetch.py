@@ -33,7 +33,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from playground.data_parallel.ring import shard_bounds
+from playground.data_parallel.shards import shard_bounds
 from playground.zero.zero_dp import ZeroDP
 
 __all__ = ["PrefetchZeroDP"]

@@ -17,7 +17,7 @@ import torch
 
 from playground.memory import SavedActivations
 from playground.model import ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch, train_step
-from playground.data_parallel.ring import shard_bounds
+from playground.data_parallel.shards import shard_bounds
 from playground.zero.zero_dp import COMPUTE_DTYPE, flat_units
 
 __all__ = ["reference_parameters", "plain_parameters", "differences_from_plain", "ring_order_sum",

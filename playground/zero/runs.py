@@ -27,7 +27,8 @@ import torch.distributed as dist
 from playground.launch import LaunchError, device, run
 from playground.memory import model_state_bytes
 from playground.model import ModelConfig, build_model, loss_fn, shard_batch, synthetic_batch
-from playground.data_parallel.ring import SEGMENT_BYTES, ring_bytes_sent, shard_bounds
+from playground.data_parallel.ring import SEGMENT_BYTES, ring_bytes_sent
+from playground.data_parallel.shards import shard_bounds
 from playground.zero.zero_dp import COMPUTE_DTYPE, ZeroDP, flat_units
 from playground.zero.reference import flat_params
 

@@ -38,7 +38,8 @@ from torch import nn
 
 from playground import comm
 from playground.memory import storage_bytes
-from playground.data_parallel.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter, shard_bounds
+from playground.data_parallel.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from playground.data_parallel.shards import shard_bounds
 from playground.zero.accounting import RECIPES, STAGES
 
 __all__ = ["ZeroDP", "COMPUTE_DTYPE", "flat_units"]

@@ -317,3 +317,17 @@ def test_activation_offloading_is_a_flag_the_layout_line_names_and_a_lone_attn_p
     for modules, says in (("attn_proj", "needs core_attn"), ("expert_fc1", "needs a model with experts")):
         bad = _cli("--model", "llama3-8b", "--gpu", "H100", "--gpus", "8", "--tokens", "1B", "--offload-modules", modules)
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and says in bad.stderr
+
+
+def test_the_planner_plans_without_importing_torch_or_matplotlib():
+    """A plan is arithmetic: both command lines, a plan and a step's prediction start in a fraction of a
+    second because nothing on their path imports torch (about 3 s) or matplotlib."""
+    code = ("import sys\n"
+            "from playground.planner.cli import main\n"
+            "from playground.step_time import main as step_time\n"
+            "main(['--model', 'llama3-8b', '--tokens', '1T', '--gpus', '64', '--json'])\n"
+            "step_time(['--model', 'llama3-70b', '--gpus', '64', '--tp', '8', '--pp', '2'])\n"
+            "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules), file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "[]"
