@@ -9,7 +9,7 @@ CHAPTERS := $(wildcard chapters/*.ipynb)
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 export PYTHONHASHSEED := 0
 
-.PHONY: venv book test chromium test-python test-notebooks test-build test-browser lab figures execute clean
+.PHONY: venv book test chromium test-python test-notebooks test-build test-browser screenshots lab figures execute clean
 # the browser tests drive this Chromium (Debian's package); `make CHROMIUM=/path/to/chrome test` for another
 CHROMIUM ?= /usr/bin/chromium
 export CHROMIUM
@@ -65,6 +65,11 @@ test-build: $(STAMP)
 # (tests/browser/test_lab.py), in headless Chromium
 test-browser: $(STAMP) chromium
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
+
+## make screenshots: every built page whole at 1280 px (and its first screen at 390 px) in _build/screenshots/,
+## for a human to look at; run after the book is built (`make test` takes only each page's first screen)
+screenshots: $(STAMP) chromium
+	BOOK_SCREENSHOTS=whole $(PY) -m pytest -q -p no:cacheprovider tests/browser/test_book_pages.py
 
 ## make lab: JupyterLab on the course; jupyterlab-myst renders the chapters' MyST as the book does
 lab: $(STAMP)

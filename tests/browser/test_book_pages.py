@@ -4,14 +4,16 @@ Run after the book is built (`make test` does): every page must load with no con
 broken image, every equation rendered by MathJax, no request leaving loopback, and every internal
 link and anchor resolving; at 1280 px and 390 px, no table column narrower than its longest word
 and no code or output block cut off (wider than its box with no way to scroll, or clipped by a
-parent). A screenshot of every page at 1280 px (whole, a long page in 10,000 px slices) and 390 px
-lands in `_build/screenshots/` for a human to look at.
+parent). A screenshot of every page's first screen at 1280 px and 390 px lands in `_build/screenshots/`
+for a human to look at; `make screenshots` (``BOOK_SCREENSHOTS=whole``) takes every page whole at
+1280 px instead (a long page in 10,000 px slices), which costs a test run about 45 s on two cores.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
+import os
 import re
 import shutil
 import threading
@@ -28,6 +30,7 @@ SHOTS = ROOT / "_build" / "screenshots"
 SKIP = {"genindex.html", "search.html", "py-modindex.html"}
 WIDTHS = (1280, 390)
 SLICE = 10_000  # px: the tallest screenshot taken in one piece
+WHOLE_PAGES = os.environ.get("BOOK_SCREENSHOTS") == "whole"   # `make screenshots`
 
 pytestmark = pytest.mark.skipif(not HTML.exists(), reason="build the book first (make test does)")
 
@@ -216,11 +219,11 @@ def _check_page(browser, base: str, page_path: str, width: int) -> list[str]:
 
 
 def _screenshot(page, name: str, width: int) -> None:
-    """The viewport at 390 px; the whole page at 1280 px, a page taller than ``SLICE`` in slices of that
-    height (a viewport that tall, scrolled down the page): Chromium takes minutes to draw a 90,000 px
-    chapter in one surface on a loaded 2-core machine, and seconds in slices of the same pixels."""
+    """The first screen; with ``WHOLE_PAGES``, the whole page at 1280 px, a page taller than ``SLICE`` in
+    slices of that height (a viewport that tall, scrolled down the page): Chromium takes minutes to draw a
+    90,000 px chapter in one surface on a loaded 2-core machine, and seconds in slices of the same pixels."""
     shot = lambda path: page.screenshot(path=str(SHOTS / path), timeout=120_000)  # noqa: E731
-    if width != WIDTHS[0]:
+    if width != WIDTHS[0] or not WHOLE_PAGES:
         return shot(f"{name}-{width}.png")
     height = page.evaluate("() => document.documentElement.scrollHeight")
     if height <= SLICE:

@@ -475,3 +475,9 @@ def test_megatron_cores_moe_rows_launch_their_experts_as_transformer_engine_does
     assert {run.layout.moe_launch for run in megatron} == {"multi_stream", "graphed"}
     assert all(run.layout.moe_launch != "multi_stream" for run in moe if run not in megatron)
     assert all("moe_launch" in run.unstated for run in megatron if run.stack != "Megatron-Bridge EP-overlap A/B")
+
+
+def test_the_replay_spread_over_the_cores_gives_each_row_what_one_process_gives_it():
+    from playground.planner.replay import _stack_row, on_every_core
+    picks = [0, len(STACK_RUNS) // 2, len(STACK_RUNS) - 1]
+    assert on_every_core(_stack_row, picks) == [_stack_row(i) for i in picks]
