@@ -53,21 +53,23 @@ def _counted(m: Model) -> str:
     return "counted, windowed" if m.local_layers and m.attended_keys(True) < m.seq_len else "counted"
 
 
-def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None) -> list[str]:
+def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None, days: float | None = None) -> list[str]:
     """A line when the plan's MFU passes the highest a published run on its GPU architecture reached
     in its precision (``mfu_ceiling``), measured against that precision's peak: an FP8 plan's MFU of
-    the bf16 peak is not compared with a bf16 run's."""
+    the bf16 peak is not compared with a bf16 run's.  With the plan's days, also the days the run takes
+    at that highest MFU (days go as 1 / MFU), the figure to plan with if no run has done better."""
     ceiling = mfu_ceiling(spec, dtype, gpus)
     of_peak = mfu * spec.peak_bf16_flops / peak_flops(spec, dtype)
     if ceiling is None or of_peak <= ceiling["mfu"]:
         return []
     said = f"MFU {mfu:.2f}" + (f" ({of_peak:.2f} of the FP8 peak)" if dtype == "fp8" else "")
+    at_ceiling = f"; at {ceiling['mfu']:.2f} the run takes {days * of_peak / ceiling['mfu']:.3g} days" if days else ""
     if ceiling["large_run"]:
         return [f"{said} is above {ceiling['mfu']:.3f}, the highest published for a run of "
-                f"{LARGE_RUN_GPUS:,}+ GPUs ({ceiling['run']})"]
+                f"{LARGE_RUN_GPUS:,}+ GPUs ({ceiling['run']}){at_ceiling}"]
     return [f"{said} is above {ceiling['mfu']:.2f}{' of the FP8 peak' if dtype == 'fp8' else ''}, the most any of "
             f"the {ceiling['runs']} published {dtype.upper() if dtype == 'fp8' else dtype} runs {ceiling['scope']} "
-            f"that chapter 6 replays reached ({ceiling['run']})"]
+            f"that chapter 6 replays reached ({ceiling['run']}){at_ceiling}"]
 
 
 def _fewer_experts_note(alternative: dict | None, step_s: float, gpus: int) -> str:
@@ -240,7 +242,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
         warnings.append(f"does NOT fit: {memory['total'] / 2 ** 30:.1f} GiB per GPU needed, "
                         f"{memory['usable'] / 2 ** 30:.1f} GiB usable on the {spec.name}{what}")
     opt_N, opt_D = chinchilla_optimal(6 * N_active * tokens)
-    warnings += _mfu_warning(mfu_out, spec, layout.dtype, gpus)
+    warnings += _mfu_warning(mfu_out, spec, layout.dtype, gpus, days)
     if tokens < TOKENS_PER_PARAM / 2 * N_active:
         warnings.append(f"{tokens / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
                         f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "

@@ -224,6 +224,10 @@ def test_fantasy_plans_are_flagged():
     assert "the most any of the 67 published bf16 runs on Hopper GPUs" in \
         warn(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
     assert "the highest published for a run of 10,000+ GPUs" in warn(params=7e11, tokens=1e13, gpus=16384, mfu=0.6)
+    # and the days at the highest published MFU: days go as 1 / MFU
+    fantasy = cp.plan(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
+    ceiling = mfu_ceiling(hardware.gpu("H100"), "bf16", 64)["mfu"]
+    assert fantasy["warnings"][0].endswith(f"at {ceiling:.2f} the run takes {fantasy['days'] * 0.9 / ceiling:.3g} days")
     assert "tokens per parameter" in warn(params=70e9, tokens=100e9, gpus=64, mfu=0.4)
     assert "calendar" in warn(params=70e9, tokens=1.4e12, gpus=8, mfu=0.4)
     assert "smaller than DP" in warn(params=1e9, tokens=20e9, gpus=4096, global_batch_tokens=2 ** 20, mfu=0.4)
