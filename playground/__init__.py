@@ -5,7 +5,9 @@ chapter uses (``BASICS``).  Above them one folder per part of the book (``PARTS`
 may import the basics and the parts below it, never one above.  On top, the front doors the README
 and the chapters name (``FRONT_DOORS``, each a command), then ``figures/`` and ``bench/``, which
 nothing imports.  ``tests/test_package.py`` holds the package to this shape, and
-``figures/package_map.png`` draws it from the imports the code really makes.
+``figures/package_map.png`` draws it from the imports the code really makes.  Each part's face (its
+``__init__``) names its public API and loads a module only when one of its names is first used
+(``lazy_face``), so that a command which needs arithmetic alone never waits for torch.
 """
 
 # The shared basics, each used by several parts (what each holds: CONTRIBUTING.md).
