@@ -1,4 +1,5 @@
-"""The course's one hardware table: what a GPU can compute, hold and move, each number with its source.
+"""The course's one hardware table: what a GPU can compute, hold and move, each number with its source;
+and the one count of the CPU cores a process may use (``usable_cores``).
 
 Every number is the vendor's datasheet figure, converted to SI base units (FLOP/s, bytes, bytes/s),
 never a measured or "achievable" figure: the gap between peak and achieved is what MFU measures.
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-__all__ = ["GPU", "gpu", "gpu_names", "all_gpus", "UnknownGPUError"]
+__all__ = ["GPU", "gpu", "gpu_names", "all_gpus", "UnknownGPUError", "usable_cores"]
 
 GB = 1e9
 TB = 1e12
@@ -294,3 +295,9 @@ def gpu(name) -> GPU:
     if not isinstance(name, str) or _key(name) not in _BY_KEY:
         raise UnknownGPUError(f"unknown GPU {name!r}; known: {', '.join(gpu_names())}")
     return _BY_KEY[_key(name)]
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on: the machine's own, less any affinity it was pinned to."""
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -27,6 +27,7 @@ from playground import comm
 from playground.data_parallel import cost_model
 from playground.data_parallel.allreduce_baselines import (parameter_server_all_reduce,
                                             sharded_parameter_server_all_reduce, tree_all_reduce)
+from playground.hardware import usable_cores
 from playground.launch import device
 from playground.data_parallel.ring import ring_all_reduce
 
@@ -228,12 +229,6 @@ def ring_step_s(tiny: dict) -> dict:
     """Seconds per ring step, {N: t / 2(N-1)}, from ``tiny_all_reduces``: the latency the ring
     really pays per step, to set beside the ping-pong's α."""
     return {n: times["ring"] / (2 * (n - 1)) for n, times in tiny.items()}
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (what the shared-machine bound divides by)."""
-    import os
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def cost_explorer(model: cost_model.AlphaBeta | None = None, n_ranks: int = 4,

@@ -17,11 +17,11 @@ from __future__ import annotations
 import functools
 import json
 import multiprocessing
-import os
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
+from playground.hardware import usable_cores
 from playground.planner.costs import EFFICIENCY, Cluster, Efficiency, Layout, Model
 from playground.planner.capacity import plan
 from playground.planner.memory import fit_verdict, memory_per_gpu
@@ -208,7 +208,7 @@ def on_every_core(function, items) -> list:
     range is arithmetic of its own (hundreds of predictions), so on two cores the replay takes half the
     time and on a laptop's eight an eighth.  In order; on one core, in this process."""
     items = list(items)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     if cores < 2 or len(items) < 2:
         return [function(i) for i in items]
     # spawn, not fork: the parent may hold torch's threads (a test run, a notebook), a child must not inherit them
