@@ -44,7 +44,9 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     p = _Parser(prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter, description=(
         "Capacity plan of an LLM training run: tokens -> steps -> FLOPs -> GPU-hours -> days, memory per GPU,\n"
         "and the step time of one parallel layout (given, or found with --search).  Every figure of the\n"
-        "report comes from that one layout's prediction (or from --mfu when given).\n"
+        "report comes from that one layout's prediction (or from --mfu when given).  When the search has to\n"
+        "take more model parallelism than memory needs because the batch does not split over the GPUs, the\n"
+        "report adds the GPU counts and batches that would save GPU-hours, each searched the same way.\n"
         "Numbers take K/M/B/T (decimal) or Ki/Mi/Gi/Ti (binary) suffixes: 16M = 16e6, 16Mi = 2^24."),
         epilog=("examples:\n"
                 "  %(prog)s --model llama3-8b --tokens 15T --gpus 64 --gpu H100\n"

@@ -24,6 +24,7 @@ from dataclasses import asdict, replace
 
 from playground import hardware
 from playground.planner.architecture import Model
+from playground.planner.batch_split import check_batch_splits, split_advice
 from playground.planner.capacity_inputs import (DEFAULT_VOCAB, infer_architecture, positive_number,
                                                 resolve_plan_model)
 from playground.planner.costs import flops_per_step, peak_flops
@@ -174,6 +175,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     elif gpus is not None and not speed_given:
         # a MoE: also the fastest layout outside the kind of run whose published runs ran well below prediction
         avoid = (lambda lay: many_local_experts(m, cluster, lay)) if m.is_moe else None
+        check_batch_splits(m, gpus, global_batch, knobs)
         searched = search(m, cluster, gpus, global_batch, top=search_top, eff=efficiency or EFFICIENCY, avoid=avoid,
                           **knobs)
         if searched["best"] is None:
@@ -241,6 +243,8 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
                 what += f": the fewest GPUs that fit are {more['gpus']:,}, as {more['layout'].describe()}"
         warnings.append(f"does NOT fit: {memory['total'] / 2 ** 30:.1f} GiB per GPU needed, "
                         f"{memory['usable'] / 2 ** 30:.1f} GiB usable on the {spec.name}{what}")
+    better, split_note = split_advice(m, cluster, layout, global_batch, tokens, gpu_hours, efficiency or EFFICIENCY,
+                                      knobs) if source == "found by the search" else ([], None)
     opt_N, opt_D = chinchilla_optimal(6 * N_active * tokens)
     warnings += _mfu_warning(mfu_out, spec, layout.dtype, gpus, days)
     if tokens < TOKENS_PER_PARAM / 2 * N_active:
@@ -274,7 +278,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
                                                            "micro_batch", "shard_group")},
                         "fits": memory["fits"], "source": source, "description": layout.describe()},
         "layout": asdict(layout), "fit_advice": [{k: a[k] for k in ("change", "memory_bytes")} for a in advice],
-        "notes": notes, "warnings": warnings,
+        "notes": notes, "warnings": warnings, "split_note": split_note, "better_runs": better,
     }
     if prediction is not None:
         lo, hi = prediction["step_time_range_s"]

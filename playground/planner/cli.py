@@ -133,6 +133,12 @@ def report(p: dict, ranked: bool = False) -> str:
     for advice in p["fit_advice"]:   # for a tight plan: what would leave the planner's margin
         lines.append(f"{'with room' if m['fits'] else 'would fit'}  {advice['change']}: "
                      f"{_gib(advice['memory_bytes'])}")
+    if p.get("split_note"):   # the batch does not split well over the GPUs: what would run better
+        lines.append(f"instead    {p['split_note']}")
+    for r in p.get("better_runs", []):
+        lines.append(f"           - {r['gpus']:,} {p['gpu']}s, batch {r['global_batch']:,} ({r['why']}): {r['layout']}; "
+                     f"MFU {r['mfu']:.3f}, {r['days']:.1f} days, {r['gpu_hours']:,.0f} GPU-hours "
+                     f"({r['gpu_hours_change']:+.0%})")
     if p.get("search"):
         s = p["search"]
         lines.append(f"search     {s['considered']:,} layouts of {s['gpus']:,} {s['gpu']}s; {s['fit']:,} fit"

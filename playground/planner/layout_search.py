@@ -103,20 +103,21 @@ HEAVY_RECOMPUTE = (("op", 1.0), *(("full", share) for share in RECOMPUTE_SHARES)
 
 
 def _fitting_recompute(model, cluster, layout, fixed_recompute, eff):
-    """The cheapest recomputation that fits: none, else selective, else the fastest of ``HEAVY_RECOMPUTE``
-    that fits (per-op and a share of the blocks cost about alike, so the step-time model decides)."""
+    """The cheapest recomputation that fits, as (layout, its prediction if one was made): none, else
+    selective, else the fastest of ``HEAVY_RECOMPUTE`` that fits (per-op and a share of the blocks cost
+    about alike, so the step-time model decides, and its prediction is kept for the ranking)."""
     if fixed_recompute:
         lay = replace(layout, recompute=fixed_recompute)
-        return lay if _fits(model, lay, cluster.gpu) else None
+        return (lay, None) if _fits(model, lay, cluster.gpu) else None
     for rc in ("none", "selective"):
         lay = replace(layout, recompute=rc)
         if _fits(model, lay, cluster.gpu):
-            return lay
+            return lay, None
     heavy = [lay for lay in (replace(layout, recompute=rc, recompute_share=share) for rc, share in HEAVY_RECOMPUTE)
              if _fits(model, lay, cluster.gpu)]
     if len(heavy) > 1:
-        return max(heavy, key=lambda lay: predict(model, cluster, lay, eff)["tokens_per_s"])
-    return heavy[0] if heavy else None
+        return max(((lay, predict(model, cluster, lay, eff)) for lay in heavy), key=lambda x: x[1]["tokens_per_s"])
+    return (heavy[0], None) if heavy else None
 
 
 def _rank_key(r: dict) -> tuple:
@@ -146,7 +147,7 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
         raise PlanError(f"no layout of {gpus} GPUs runs a global batch of {global_batch} sequences: DP x "
                         f"micro-batch must divide the batch, TP the {model.heads} heads and "
                         f"{model.kv_head_count} KV heads, PP x VPP at most the {model.layers} layers")
-    results = sorted((predict(model, cluster, lay, eff) for lay in fitting), key=_rank_key)
+    results = sorted((known or predict(model, cluster, lay, eff) for lay, known in fitting), key=_rank_key)
     distinct = [r for i, r in enumerate(results)   # equally fast variants: the simplest one stands for all
                 if i == 0 or r["tokens_per_s"] < results[i - 1]["tokens_per_s"] * (1 - 1e-9)]
     ranked = [{"rank": i + 1, **{k: r[k] for k in ("layout", "step_time_s", "tokens_per_s", "tflops_per_gpu",
