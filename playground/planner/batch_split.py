@@ -63,6 +63,12 @@ def _factors(n: int) -> str:
     return " x ".join(out + ([str(n)] if n > 1 else [])) or "1"
 
 
+def _factored(n: int) -> str:
+    """`` = 2^7 x 3 x 5`` after a count of two or more primes (1,920), nothing after 8 or 7."""
+    primes = _factors(n)
+    return f" = {primes}" if " x " in primes else ""
+
+
 def _runs(model: Model, gpus: int, batch: int, fixed: dict) -> bool:
     """Whether any layout of ``gpus`` GPUs can run ``batch`` sequences (memory not checked)."""
     return bool(candidate_layouts(model, gpus, batch, gpus, fixed))
@@ -142,10 +148,10 @@ def split_advice(model: Model, cluster: Cluster, layout: Layout, global_batch: i
     if not runs:
         return [], None
     if needed and taken > needed:
-        why = (f"the {global_batch:,}-sequence batch does not split well over {gpus:,} GPUs ({_factors(gpus)}): the "
+        why = (f"the {global_batch:,}-sequence batch does not split well over {gpus:,}{_factored(gpus)} GPUs: the "
                f"fastest layout holds TP x PP x CP = {taken} where {needed} fits")
     else:
-        why = (f"the layout above is the fastest the search found for {gpus:,} GPUs ({_factors(gpus)}) and "
+        why = (f"the layout above is the fastest the search found for {gpus:,}{_factored(gpus)} GPUs and "
                f"{global_batch:,} sequences")
     other_batch = any(r["global_batch"] != global_batch for r in runs)
     return runs, (f"{why}. Each of these, searched the same way, saves {GAIN:.0%} or more of the GPU-hours"

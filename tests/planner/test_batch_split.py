@@ -28,7 +28,7 @@ def test_more_gpus_than_the_batch_splits_over_is_said_with_the_counts_that_would
     the plan of that run."""
     p = cp.plan(model="llama3-8b", tokens=15e12, gpus=1920)
     assert p["parallelism"]["pp"] * p["parallelism"]["cp"] > 1
-    assert "does not split well over 1,920 GPUs (2^7 x 3 x 5)" in p["split_note"]
+    assert "does not split well over 1,920 = 2^7 x 3 x 5 GPUs" in p["split_note"]
     named = {(r["gpus"], r["global_batch"]): r for r in p["better_runs"]}
     assert {(1024, 512), (2048, 512), (1920, 1920)} <= set(named)
     for (gpus, batch), r in named.items():
@@ -55,7 +55,7 @@ def test_a_neighbour_that_saves_gpu_hours_is_named_where_memory_sets_the_model_p
     search takes FSDP over all of them, and 512 GPUs, whose pipeline (TP 2 x PP 32 x CP 8) needs no
     recomputation, spend fewer GPU-hours. The note does not blame the batch."""
     p = cp.plan(model="llama3-405b", tokens=15.6e12, gpus=1000, global_batch=1000)
-    assert "fastest the search found for 1,000 GPUs (2^3 x 5^3)" in p["split_note"]
+    assert "fastest the search found for 1,000 = 2^3 x 5^3 GPUs" in p["split_note"]
     assert 512 in {r["gpus"] for r in p["better_runs"]}
     assert all(r["gpu_hours"] <= (1 - GAIN) * p["gpu_hours"] for r in p["better_runs"])
 
