@@ -17,6 +17,7 @@ from playground.planner.capacity import DEFAULT_GLOBAL_BATCH
 from playground.planner.capacity_inputs import infer_architecture
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Layout
+from playground.planner.batch_split import check_batch_splits
 from playground.planner.layout_search import fit_advice, gpus_that_fit, search
 from playground.planner.memory import fit_verdict, tight_note
 from playground.planner.step_range import predict_range
@@ -53,6 +54,7 @@ def _predict(opts, eff) -> dict:
             raise PlanError("--unstated gives one layout's range; it does not combine with --search")
         if gpus is None:
             raise PlanError("--search needs --gpus")
+        check_batch_splits(model, gpus, seqs, knobs)   # none runs: say which counts and batches do
         return search(model, cluster, gpus, seqs, top=whole(opts, "top") or 5, eff=eff, **knobs)
     degrees = {k: knobs.pop(k) for k in ("tp", "pp", "dp") if k in knobs}
     if "dp" not in degrees and gpus is None:

@@ -72,9 +72,11 @@ def test_a_given_layout_is_taken_as_given():
     assert p["better_runs"] == [] and p["split_note"] is None
 
 
-def test_a_gpu_count_the_batch_cannot_run_on_names_the_counts_and_batches_that_can():
-    run = subprocess.run([sys.executable, "-m", "playground.capacity_plan", "--model", "llama3-8b", "--tokens", "15T",
-                          "--gpus", "1000"], capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("command", [["capacity_plan", "--tokens", "15T"], ["step_time", "--search"]])
+def test_a_gpu_count_the_batch_cannot_run_on_names_the_counts_and_batches_that_can(command):
+    module, *flags = command
+    run = subprocess.run([sys.executable, "-m", f"playground.{module}", "--model", "llama3-8b", "--gpus", "1000",
+                          *flags], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == ""
     (line,) = run.stderr.strip().splitlines()
     assert "no layout of 1,000 GPUs runs a global batch of 512 sequences" in line
