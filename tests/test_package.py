@@ -50,7 +50,8 @@ PLANNER_FLOORS = (
      "published_moe_report"},  # and the Megatron-Core MoE report's runs, on the same racks
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range", "mfu_ceiling", "published_zero_bubble"},  # the last replays schedules
-    {"capacity_inputs"},  # what a plan is asked about: the numbers checked, the model resolved
+    {"capacity_inputs",  # what a plan is asked about: the numbers checked, the model resolved
+     "batch_split"},  # and the GPU counts and batches that would run better, each searched
     {"capacity"},
     {"replay"},
     {"peer_model"},

@@ -2,7 +2,7 @@
 
 Data flows one way, from the command line down to the hardware table: ``cli`` and
 ``step_time_cli`` (their flags in ``args``, the layout's in ``layout_flags``, numbers read by ``flag_values``) -> ``capacity`` (``plan``: tokens -> steps -> FLOPs ->
-GPU-hours -> days, every figure from one layout's prediction; its numbers checked and its model resolved by ``capacity_inputs``) -> ``layout_search`` (ranked layouts,
+GPU-hours -> days, every figure from one layout's prediction; its numbers checked and its model resolved by ``capacity_inputs``; where the batch does not split over the GPUs, the counts and batches that would run better found by ``batch_split``) -> ``layout_search`` (ranked layouts,
 the least model parallelism that fits, what would make a layout fit) -> ``step_time`` (``predict``:
 one step of a layout) -> ``layer_costs`` (one layer's passes and the communication it waits for) -> ``costs`` (each cost term, over the GEMM shapes of ``gemms``, at the rates of ``kernel_rates``; the collectives and links in ``comm_costs``, a MoE layer's kernels in ``moe_kernels``) -> ``memory`` (the one memory model: bytes per
 GPU by part; what a layer keeps for backward in ``activations``) -> ``layout_checks`` (whether a layout can run) -> ``layout`` (``Cluster``, ``Layout``) -> ``stages`` (pipeline stage placement) ->
