@@ -11,7 +11,8 @@ wins); when neither fits, the fastest of those that fit among per-op recomputati
 recomputation of 1/4, 1/2, 3/4 or all of the blocks (``HEAVY_RECOMPUTE``); ZeRO stages 1-3 are all tried when there is data parallelism (ZeRO-0 only without it: with
 the same traffic ZeRO-1 holds less), stage 2 only without a pipeline (no framework runs it beside one).  Every layout that fits is predicted by the same
 ``step_time.predict`` a single layout gets, so the ranking can never put a layout below one
-predicted slower.  ``explain`` says why each beats the next.
+predicted slower.  ``explain`` says why each beats the next.  A search of ``PARALLEL_FROM`` candidates or
+more (a MoE's, where EP multiplies them) runs on every core the process may use (``hardware.on_every_core``).
 
 ``minimal_model_parallelism`` is the memory-only question of the capacity plan: the fewest GPUs of
 model parallelism (TP x PP x CP) that fit; ``fit_advice`` names the smallest changes that make a
@@ -120,6 +121,20 @@ def _fitting_recompute(model, cluster, layout, fixed_recompute, eff):
     return (heavy[0], None) if heavy else None
 
 
+PARALLEL_FROM = 1_000   # candidate layouts: below this a pool of processes costs more to start than it saves
+
+
+def _evaluated(job: tuple):
+    """(layout, its prediction) with the cheapest recomputation that fits, or None: one candidate of a
+    search, a function of its own so that ``on_every_core`` can hand it to another process."""
+    model, cluster, layout, recompute, eff = job
+    found = _fitting_recompute(model, cluster, layout, recompute, eff)
+    if found is None:
+        return None
+    lay, known = found
+    return lay, known or predict(model, cluster, lay, eff)
+
+
 def _rank_key(r: dict) -> tuple:
     """Fastest first; among equally fast layouts the simplest: least ZeRO, then fewest GPUs of model
     parallelism, then the smallest micro-batch and fewest virtual stages."""
@@ -139,15 +154,17 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
     recompute = fixed.pop("recompute", None) or ("full" if fixed.get("recompute_share") else None)
     for max_tp in (cluster.gpus_per_node, gpus):      # across nodes only when nothing inside fits
         layouts = candidate_layouts(model, gpus, global_batch, max_tp, fixed)
-        fitting = [lay for lay in (_fitting_recompute(model, cluster, x, recompute, eff) for x in layouts)
-                   if lay]
+        jobs = [(model, cluster, x, recompute, eff) for x in layouts]
+        # a MoE's thousands of candidates on every core (the same answers, in the same order)
+        evaluated = hardware.on_every_core(_evaluated, jobs) if len(jobs) >= PARALLEL_FROM else map(_evaluated, jobs)
+        fitting = [x for x in evaluated if x]
         if fitting or max_tp >= gpus:
             break
     if not layouts:
         raise PlanError(f"no layout of {gpus} GPUs runs a global batch of {global_batch} sequences: DP x "
                         f"micro-batch must divide the batch, TP the {model.heads} heads and "
                         f"{model.kv_head_count} KV heads, PP x VPP at most the {model.layers} layers")
-    results = sorted((known or predict(model, cluster, lay, eff) for lay, known in fitting), key=_rank_key)
+    results = sorted((prediction for _, prediction in fitting), key=_rank_key)
     distinct = [r for i, r in enumerate(results)   # equally fast variants: the simplest one stands for all
                 if i == 0 or r["tokens_per_s"] < results[i - 1]["tokens_per_s"] * (1 - 1e-9)]
     ranked = [{"rank": i + 1, **{k: r[k] for k in ("layout", "step_time_s", "tokens_per_s", "tflops_per_gpu",

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import functools
 import json
-import multiprocessing
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from playground.hardware import usable_cores
+from playground.hardware import on_every_core
 from playground.planner.costs import EFFICIENCY, Cluster, Efficiency, Layout, Model
 from playground.planner.capacity import plan
 from playground.planner.memory import fit_verdict, memory_per_gpu
@@ -201,19 +199,6 @@ def _stack_row(index: int) -> dict:
             "predicted": predicted, "ratio": ratio, "ratio_range": (low, high),
             "inside": low <= 1.0 <= high, "unstated": row.unstated, "note": row.note,
             "misfit": row.memory_misfit}
-
-
-def on_every_core(function, items) -> list:
-    """``[function(i) for i in items]``, spread over the cores this process may use: each published row's
-    range is arithmetic of its own (hundreds of predictions), so on two cores the replay takes half the
-    time and on a laptop's eight an eighth.  In order; on one core, in this process."""
-    items = list(items)
-    cores = usable_cores()
-    if cores < 2 or len(items) < 2:
-        return [function(i) for i in items]
-    # spawn, not fork: the parent may hold torch's threads (a test run, a notebook), a child must not inherit them
-    with ProcessPoolExecutor(min(cores, len(items)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        return list(pool.map(function, items, chunksize=max(1, len(items) // (8 * cores))))
 
 
 def held_out_table(table: list[dict] | None = None) -> dict:

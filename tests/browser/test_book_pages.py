@@ -2,10 +2,10 @@
 
 Run after the book is built (`make test` does): every page must load with no console error, no
 broken image, every equation rendered by MathJax, no request leaving loopback, and every internal
-link and anchor resolving; at 1280 px and 390 px, no table column narrower than its longest word
-and no code or output block cut off (wider than its box with no way to scroll, or clipped by a
-parent). A screenshot of every page's first screen at 1280 px and 390 px lands in `_build/screenshots/`
-for a human to look at; `make screenshots` (``BOOK_SCREENSHOTS=whole``) takes every page whole at
+link and anchor resolving, and no Markdown fence leaked into a code block; at 1280 px and 390 px,
+no table column narrower than its longest word and no code or output block cut off (wider than its
+box with no way to scroll, or clipped by a parent). A screenshot of every page's first screen at
+1280 px and 390 px lands in `_build/screenshots/` for a human to look at; `make screenshots` (``BOOK_SCREENSHOTS=whole``) takes every page whole at
 1280 px instead (a long page in 10,000 px slices), which costs a test run about 45 s on two cores.
 """
 
@@ -90,6 +90,20 @@ def test_equation_references_read_once():
         text = re.sub(r"<[^>]+>", "", (HTML / page).read_text(encoding="utf-8", errors="replace"))
         doubled += [f"{page}: ...{m.group(0)}" for m in re.finditer(r"\bEqs?\.\s+Eq\.\s*[\d.]+", text)]
     assert not doubled, "doubled equation prefix:\n" + "\n".join(doubled)
+
+
+def test_no_markdown_fence_leaks_into_a_code_block():
+    """A three-backtick exercise or solution that holds a fenced code block closes at that block's end,
+    and its last fence then opens a code block that swallows the prose after it (chapter 5's summary
+    once): no code block on a built page may hold a line that opens or closes a fence."""
+    leaked = []
+    for page in pages():
+        html = (HTML / page).read_text(encoding="utf-8", errors="replace")
+        for block in re.findall(r"<pre[^>]*>(.*?)</pre>", html, re.S):
+            text = re.sub(r"<[^>]+>", "", block)
+            leaked += [f"{page}: {line.strip()[:60]}" for line in text.splitlines() if line.lstrip().startswith("```")]
+    assert not leaked, "Markdown fences inside code blocks (use four backticks around a block that holds one):\n" + \
+        "\n".join(leaked)
 
 
 @pytest.fixture(scope="module")

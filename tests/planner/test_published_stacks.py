@@ -478,6 +478,7 @@ def test_megatron_cores_moe_rows_launch_their_experts_as_transformer_engine_does
 
 
 def test_the_replay_spread_over_the_cores_gives_each_row_what_one_process_gives_it():
-    from playground.planner.replay import _stack_row, on_every_core
+    from playground.hardware import on_every_core
+    from playground.planner.replay import _stack_row
     picks = [0, len(STACK_RUNS) // 2, len(STACK_RUNS) - 1]
     assert on_every_core(_stack_row, picks) == [_stack_row(i) for i in picks]

@@ -207,6 +207,17 @@ def test_search_ranks_layouts_that_fit_and_keeps_tp_in_a_node():
     assert s["slowest_that_fits"]["tokens_per_s"] < 0.8 * speeds[0]  # what fits can still be slow
 
 
+def test_a_search_spread_over_the_cores_ranks_as_one_process_does(monkeypatch):
+    """A MoE's thousands of candidate layouts are evaluated on every core; the ranking is the same."""
+    from playground.planner import layout_search
+    moe = Model(16, 2048, 16, kv_heads=4, ffn=1024, gated_mlp=True, experts=32, top_k=4, seq_len=4096)
+    h100 = Cluster.of("H100")
+    parallel = search(moe, h100, 64, 256)
+    assert parallel["considered"] >= layout_search.PARALLEL_FROM
+    monkeypatch.setattr(layout_search, "PARALLEL_FROM", 10 ** 9)
+    assert search(moe, h100, 64, 256) == parallel
+
+
 def test_search_proposes_only_layouts_megatron_can_run():
     """Megatron-Core needs equal model chunks when interleaving (p v divides l, or l + 2 with the
     embedding and loss counted as layers) and, interleaved, p > 2 and p dividing the micro-batches
