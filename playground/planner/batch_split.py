@@ -8,7 +8,8 @@ the bubble, and the run takes longer than on 1,024 GPUs.
 
 ``better_runs`` asks the step-time model about the neighbours a practitioner would consider — the
 powers of two just below and above the GPU count, the batch rounded to a multiple of a large power
-of two, and the batch that gives every GPU a sequence at the least model parallelism that fits —
+of two, and the smallest batch as large that splits evenly over the replicas of the least model
+parallelism that fits —
 and keeps those that save at least ``GAIN`` of the GPU-hours; ``split_advice`` asks it for every
 layout the plan's search picks.  ``check_batch_splits`` turns "no layout runs this batch" into an
 error that names what does.
@@ -28,7 +29,7 @@ __all__ = ["round_batch", "nearby_counts", "better_runs", "split_advice", "check
 
 GAIN = 0.10              # an alternative is named when it saves at least this share of the GPU-hours
 ROUNDING = 0.05          # a batch is rounded to a power-of-two multiple at most this far from it
-MOST_BATCH_GROWTH = 4    # the batch that fills the GPUs is offered up to this many times the batch given
+MOST_BATCH_GROWTH = 4    # a batch that splits evenly is offered up to this many times the batch given
 
 
 def round_batch(batch: int, within: float = ROUNDING) -> int:
@@ -101,10 +102,11 @@ def _alternatives(gpus: int, global_batch: int, least_model_parallel: int | None
     rounded = round_batch(global_batch)
     if rounded != global_batch:
         out.append((gpus, rounded, f"the batch rounded to a multiple of {rounded & -rounded:,}"))
-    if least_model_parallel and global_batch * least_model_parallel < gpus and gpus % least_model_parallel == 0:
-        fill = gpus // least_model_parallel
-        if fill <= MOST_BATCH_GROWTH * global_batch and fill != rounded:
-            out.append((gpus, fill, "a sequence for each replica of the least model parallelism that fits"))
+    if least_model_parallel and gpus % least_model_parallel == 0:
+        replicas = gpus // least_model_parallel   # the data parallelism the least model parallelism leaves
+        even = -(-global_batch // replicas) * replicas
+        if even not in (global_batch, rounded) and even <= MOST_BATCH_GROWTH * global_batch:
+            out.append((gpus, even, f"split evenly over DP {replicas:,}, the least model parallelism that fits"))
     return out
 
 

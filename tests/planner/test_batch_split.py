@@ -42,6 +42,14 @@ def test_more_gpus_than_the_batch_splits_over_is_said_with_the_counts_that_would
     assert "instead    the 512-sequence batch" in text and "- 1,024 H100s, batch 512" in text
 
 
+def test_the_smallest_batch_as_large_that_splits_evenly_over_the_gpus_is_offered():
+    """Qwen3-8B's 1,024 sequences on 96 GPUs (2^5 x 3) force 3 pipeline stages; 1,056 = 11 x 96 sequences
+    run as DP 96, with no pipeline."""
+    p = cp.plan(model="qwen3-8b", tokens=5e12, gpus=96)
+    (r,) = [r for r in p["better_runs"] if r["gpus"] == 96]
+    assert r["global_batch"] == 1056 and "DP=96" in r["layout"] and "split evenly over DP 96" in r["why"]
+
+
 def test_a_batch_rounded_from_decimal_tokens_is_offered_its_power_of_two_neighbour():
     p = cp.plan(model="llama3-405b", tokens=15.6e12, gpus=16384, global_batch_tokens=16e6)
     assert p["global_batch"] == 1953
