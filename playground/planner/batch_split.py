@@ -22,7 +22,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.layout import Cluster, Efficiency, Layout
-from playground.planner.layout_search import candidate_layouts, minimal_model_parallelism, search
+from playground.planner.layout_search import candidate_layouts, minimal_model_parallelism, no_layout_runs, search
 
 __all__ = ["round_batch", "nearby_counts", "better_runs", "split_advice", "check_batch_splits", "GAIN", "ROUNDING",
            "MOST_BATCH_GROWTH"]
@@ -91,9 +91,7 @@ def check_batch_splits(model: Model, gpus: int, global_batch: int, fixed: dict) 
     what = "; ".join(filter(None, (
         f"{global_batch:,} sequences run on {' or '.join(f'{n:,}' for n in counts)} GPUs" if counts else "",
         f"{gpus:,} GPUs run a batch of {' or '.join(batches)} sequences" if batches else "")))
-    raise PlanError(f"no layout of {gpus:,} GPUs runs a global batch of {global_batch:,} sequences: DP x "
-                    f"micro-batch must divide the batch, TP the {model.heads} heads and {model.kv_head_count} "
-                    f"KV heads, PP x VPP at most the {model.layers} layers" + (f"; {what}" if what else ""))
+    raise PlanError(no_layout_runs(model, gpus, global_batch) + (f"; {what}" if what else ""))
 
 
 def _alternatives(gpus: int, global_batch: int, least_model_parallel: int | None) -> list[tuple[int, int, str]]:

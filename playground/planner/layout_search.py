@@ -135,6 +135,13 @@ def _evaluated(job: tuple):
     return lay, known or predict(model, cluster, lay, eff)
 
 
+def no_layout_runs(model: Model, gpus: int, global_batch: int) -> str:
+    """Why no layout of ``gpus`` GPUs runs ``global_batch`` sequences: what each degree must divide."""
+    return (f"no layout of {gpus:,} GPUs runs a global batch of {global_batch:,} sequences: DP x micro-batch must "
+            f"divide the batch, TP the {model.heads} heads and {model.kv_head_count} KV heads, PP x VPP at most "
+            f"the {model.layers} layers")
+
+
 def _rank_key(r: dict) -> tuple:
     """Fastest first; among equally fast layouts the simplest: least ZeRO, then fewest GPUs of model
     parallelism, then the smallest micro-batch and fewest virtual stages."""
@@ -161,9 +168,7 @@ def search(model: Model, cluster: Cluster, gpus: int, global_batch: int, top: in
         if fitting or max_tp >= gpus:
             break
     if not layouts:
-        raise PlanError(f"no layout of {gpus} GPUs runs a global batch of {global_batch} sequences: DP x "
-                        f"micro-batch must divide the batch, TP the {model.heads} heads and "
-                        f"{model.kv_head_count} KV heads, PP x VPP at most the {model.layers} layers")
+        raise PlanError(no_layout_runs(model, gpus, global_batch))
     results = sorted((prediction for _, prediction in fitting), key=_rank_key)
     distinct = [r for i, r in enumerate(results)   # equally fast variants: the simplest one stands for all
                 if i == 0 or r["tokens_per_s"] < results[i - 1]["tokens_per_s"] * (1 - 1e-9)]

@@ -89,3 +89,13 @@ def test_a_gpu_count_the_batch_cannot_run_on_names_the_counts_and_batches_that_c
     (line,) = run.stderr.strip().splitlines()
     assert "no layout of 1,000 GPUs runs a global batch of 512 sequences" in line
     assert "512 sequences run on 512 or 1,024 GPUs" in line and "1,000 GPUs run a batch of 500 or 1,000 sequences" in line
+
+
+def test_the_figures_of_the_thousand_gpu_exercise():
+    """Chapter 5's ex-capacity-1000 solution: the runs the error names, each planned."""
+    days = {}
+    for gpus, batch in ((1024, 512), (1000, 1000), (1000, 500), (512, 512)):
+        p = cp.plan(model="llama3-8b", tokens=15e12, gpus=gpus, global_batch=batch)
+        days[gpus, batch] = (round(p["days"], 1), round(p["gpu_hours"]))
+    assert days == {(1024, 512): (17.2, 422_287), (1000, 1000): (16.7, 399_614), (1000, 500): (17.6, 422_154),
+                    (512, 512): (32.4, 398_279)}
