@@ -238,13 +238,15 @@ class Model:
 
     def describe(self) -> str:
         """One line: the shape as a practitioner reads it."""
-        att = (f"MLA (q rank {self.q_lora_rank}, kv rank {self.kv_lora_rank})" if self.is_mla
+        q = f"q rank {self.q_lora_rank}" if self.q_lora_rank else "q not compressed"
+        att = (f"MLA ({q}, kv rank {self.kv_lora_rank})" if self.is_mla
                else f"{self.heads} heads / {self.kv_head_count} KV heads of {self.head_size}")
         mlp = ("SwiGLU" if self.gated_mlp else "MLP") + f" {self.ffn_width}"
         if self.is_moe:
             mlp = (f"{self.experts} experts (top {self.top_k}) of {self.expert_width}"
                    + (f" + shared {self.shared_width}" if self.shared_width else "")
-                   + (f", {self.dense_layers} dense first layers ({mlp})" if self.dense_layers else ""))
+                   + (f", {self.dense_layers} dense first layer{'s' if self.dense_layers > 1 else ''} ({mlp})"
+                      if self.dense_layers else ""))
         window = f", a {self.sliding_window:,}-token window in {self.local_layers} of them" if self.local_layers else ""
         return (f"{self.layers} layers{window}, hidden {self.hidden}, {att}, {mlp}, vocab {self.vocab}"
                 + (", tied embeddings" if self.tied_embeddings else ""))

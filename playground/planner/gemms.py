@@ -9,6 +9,8 @@ torchtitan's per-op selective checkpointing recomputes, and ``module_recomputed`
 
 from __future__ import annotations
 
+import functools
+
 from playground.planner.architecture import Model
 
 __all__ = ["ATTENTION_CORE", "layer_gemms", "block_matmuls", "per_op_recomputed", "module_recomputed"]
@@ -24,6 +26,13 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     Megatron's FLOP count does), or over the window of a sliding-window layer (``local``).  An MoE layer's E / EP local experts each see the T k EP / E
     tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token), each
     expert split over ``etp`` ranks (expert tensor parallelism; default: TP's degree)."""
+    # a range or a search prices the same few shapes thousands of times: each is listed once (a copy each call)
+    return list(_layer_gemms(model, micro_batch, tp, cp, ep, moe, etp, local))
+
+
+@functools.lru_cache(maxsize=4096)
+def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe: bool, etp: int | None,
+                 local: bool) -> tuple[tuple[str, float, float, int, int], ...]:
     b, s, h, t = micro_batch, model.seq_len, model.hidden, tp
     T = b * s / cp
     a, d, dv, kv = model.heads, model.head_size, model.value_head_size, model.kv_head_count
@@ -39,8 +48,8 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]
     if not moe:
-        return attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),
-                            ("mlp_out", 1, T, h, model.ffn_width // t)]
+        return tuple(attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),
+                                  ("mlp_out", 1, T, h, model.ffn_width // t)])
     # experts split over ETP ranks (Megatron's expert tensor parallelism; TP's degree unless set):
     # with ETP < TP each rank routes its own T / t tokens to whole-width experts
     e, f, et = model.experts, model.expert_width, etp or t
@@ -50,7 +59,7 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     if model.shared_width:
         mlp += [("shared_in", 1, T, gated * model.shared_width // t, h),
                 ("shared_out", 1, T, h, model.shared_width // t)]
-    return attention + mlp
+    return tuple(attention + mlp)
 
 
 def block_matmuls(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,

@@ -1,8 +1,8 @@
 """How fast a kernel runs on a GPU: the rates the step-time model prices its work at.
 
 The dense tensor-core peak by dtype (``peak_flops``) and the share of it a GPU holds through a run
-(``sustained_rate``), a GEMM on the roofline of eq-gemm with tile quantization (``gemm_time``), the FP8
-backward's split accumulation on a Hopper (``fp8_backward_accumulation``), a fused attention kernel's rate
+(``sustained_rate``; the constants at those rates, ``at_run_rates``), a GEMM on the roofline of eq-gemm
+with tile quantization (``gemm_time``), the FP8 backward's split accumulation on a Hopper (``fp8_backward_accumulation``), a fused attention kernel's rate
 (``attention_efficiency``, ``fa2_rate``) and the share of the scores a causal one executes
 (``causal_executed``).  Each constant they read is an ``Efficiency`` field, traced to its source in
 ``efficiency``.  ``costs`` prices a layer's pieces with them and re-exports them.
@@ -11,12 +11,13 @@ backward's split accumulation on a Hopper (``fp8_backward_accumulation``), a fus
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from playground.planner.efficiency import ATTENTION_HEAD_DIM_64
 from playground.planner.errors import PlanError
 from playground.planner.layout import BYTES, EFFICIENCY, Efficiency, Layout
 
-__all__ = ["peak_flops", "sustained_rate", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "attention_efficiency",
+__all__ = ["peak_flops", "sustained_rate", "at_run_rates", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "attention_efficiency",
            "causal_executed", "FUSED_ATTENTION_BACKWARD"]
 
 # a fused attention's backward in forwards: it recomputes the scores, five matmuls to the forward's two
@@ -51,6 +52,25 @@ def sustained_rate(gpu, eff: Efficiency, dtype: str = "bf16", scaling: str = "te
         return 1.0
     alone = 1.0 if dtype == "fp8" else eff.hopper_sustained
     return (1 - eff.comm_share) * alone + eff.comm_share * min(alone, eff.comm_clock)
+
+
+_RUN_RATES: dict = {}   # (id of the constants, clock, held rates) -> (those constants, them at those rates)
+
+
+def at_run_rates(eff: Efficiency, clock: float, held: float, held_fp8: float) -> Efficiency:
+    """``eff`` with the tensor cores' rates (GEMMs and the attention kernels) at ``clock`` x the share a GPU
+    holds through a run (``held``; ``held_fp8`` for FP8 GEMMs).  A range or a search asks for the same few
+    thousands of times: each is made once (the constants' object itself kept, so its id names it)."""
+    key = (id(eff), clock, held, held_fp8)
+    hit = _RUN_RATES.get(key)
+    if hit is None or hit[0] is not eff:
+        if len(_RUN_RATES) > 256:
+            _RUN_RATES.clear()
+        hit = _RUN_RATES[key] = (eff, replace(eff, **{
+            k: getattr(eff, k) * clock * (held_fp8 if k == "fp8_gemm" else held)
+            for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2", "attention_fa2_hopper",
+                      "attention_fa2_blackwell", "attention_fa3", "attention_cudnn")}))
+    return hit[1]
 
 
 def gemm_time(count, M, N, K, gpu, eff: Efficiency, dtype: str = "bf16", out_bytes: float = BYTES) -> float:

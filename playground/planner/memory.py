@@ -191,28 +191,16 @@ def _memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
     if layout.recompute == "full":   # the layer being recomputed holds all of its activations at once
         full_layer = max(layer_activation_bytes(model, replace(layout, recompute="none", recompute_share=1.0), moe)
                          for moe in ((False, True) if model.is_moe else (False,)))
-    best, first_layer = None, 0
+    best, first_layer, held = None, 0, {}
     for i, layers in enumerate(stages):
-        dense, experts = stage_params(model, layout, i, layers, first_layer)
         dense_layers_here = max(0, min(first_layer + layers, model.layers - model.moe_layers) - first_layer)
+        # a stage's states and buffers follow from its layers of each kind and whether it holds the embedding or
+        # the output layer: the stages between that match are counted once
+        kind = (dense_layers_here, layers, i == 0, i == p - 1)
+        if kind not in held:
+            held[kind] = _stage_states(model, layout, i, layers, first_layer, fp8_extra)
+        states, buffers = held[kind]
         first_layer += layers
-        k = layout.optimizer_bytes_per_param
-        d_states = model_state_bytes(dense, layout.sharding_degree, layout.zero_stage, k)
-        e_states = model_state_bytes(experts, layout.expert_sharding_degree, layout.zero_stage, k) if experts else \
-            {k: 0.0 for k in d_states}
-        states = {k: d_states[k] + e_states[k] for k in d_states}
-        if fp8_extra:   # the linear weights' FP8 copies (counted with the parameters)
-            extra = fp8_extra * sum(stage_params(model, layout, i, layers, first_layer - layers, embeddings=False))
-            states["parameters"] += extra
-            states["total"] += extra
-        buffers = 0.0
-        if layout.zero_stage == 3:      # gathered current + prefetched layer, one unsharded layer gradient
-            weight = 4 if layout.fp32_gather else BYTES   # fp32 weights (FSDP1 unmixed) have fp32 gradients too
-            buffers = 3 * weight * (dense + experts) / max(layers, 1)
-            if layout.fsdp_gather == "tensor":   # gathered and freed tensor by tensor: the largest tensor, thrice
-                buffers = min(buffers, 3 * weight * largest_weight(model, layout))
-            if not layout.reshard_after_forward:  # every layer of the stage stays gathered
-                buffers += weight * (dense + experts) * (1 - 2 / max(layers, 1))
         in_flight = in_flight_micro_batches(p, v, m, i, layout.ep_overlap and p > 1)
         per_layer = [act_dense] * dense_layers_here + [act_moe] * (layers - dense_layers_here)
         acts = in_flight * sum(per_layer) if layers else 0.0
@@ -236,6 +224,31 @@ def _memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:
         best.update(capacity=spec.memory_bytes, usable=usable, fits=best["total"] <= spec.memory_bytes,
                     tight=usable < best["total"] <= spec.memory_bytes)
     return best
+
+
+def _stage_states(model: Model, layout: Layout, stage: int, layers: int, first_layer: int,
+                  fp8_extra: float) -> tuple[dict, float]:
+    """(model states by part, ZeRO-3 buffers): the bytes of one GPU of ``stage`` that do not depend on the
+    micro-batches in flight."""
+    dense, experts = stage_params(model, layout, stage, layers, first_layer)
+    k = layout.optimizer_bytes_per_param
+    d_states = model_state_bytes(dense, layout.sharding_degree, layout.zero_stage, k)
+    e_states = model_state_bytes(experts, layout.expert_sharding_degree, layout.zero_stage, k) if experts else \
+        {k: 0.0 for k in d_states}
+    states = {k: d_states[k] + e_states[k] for k in d_states}
+    if fp8_extra:   # the linear weights' FP8 copies (counted with the parameters)
+        extra = fp8_extra * sum(stage_params(model, layout, stage, layers, first_layer, embeddings=False))
+        states["parameters"] += extra
+        states["total"] += extra
+    buffers = 0.0
+    if layout.zero_stage == 3:      # gathered current + prefetched layer, one unsharded layer gradient
+        weight = 4 if layout.fp32_gather else BYTES   # fp32 weights (FSDP1 unmixed) have fp32 gradients too
+        buffers = 3 * weight * (dense + experts) / max(layers, 1)
+        if layout.fsdp_gather == "tensor":   # gathered and freed tensor by tensor: the largest tensor, thrice
+            buffers = min(buffers, 3 * weight * largest_weight(model, layout))
+        if not layout.reshard_after_forward:  # every layer of the stage stays gathered
+            buffers += weight * (dense + experts) * (1 - 2 / max(layers, 1))
+    return states, buffers
 
 
 def memory_per_gpu(model: Model, layout: Layout, gpu=None) -> dict:

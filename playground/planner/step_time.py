@@ -119,6 +119,7 @@ from playground.planner.costs import (BYTES, EFFICIENCY, Cluster, Efficiency, La
                                       fp8_backward_accumulation, gemm_time, overlapped, pipeline_link, replica_link,
                                       shard_link, sustained_rate, tensor_parallel_link)
 from playground.planner.efficiency import LOSS_KERNEL_BYTES
+from playground.planner.kernel_rates import at_run_rates
 from playground.planner.layer_costs import layer_costs, layer_elementwise, layer_gemm_flops
 from playground.planner.layout import placement_note, stage_layers
 from playground.planner.memory import memory_per_gpu, stage_params
@@ -158,9 +159,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     held_fp8 = sustained_rate(cluster.gpu, alone, "fp8", layout.fp8_scaling)
     if clock < 1 or held < 1 or held_fp8 < 1:   # a power cap below the TDP slows the tensor cores (GEMMs and
         # the attention kernel); hours at the power limit hold a Hopper's below their short-benchmark rate
-        eff = replace(eff, **{k: getattr(eff, k) * clock * (held_fp8 if k == "fp8_gemm" else held)
-                              for k in ("gemm", "fp8_gemm", "attention_fa1", "attention_fa2", "attention_fa2_hopper",
-                                        "attention_fa2_blackwell", "attention_fa3", "attention_cudnn")})
+        eff = at_run_rates(eff, clock, held, held_fp8)
     gpu, p, v, t, m = cluster.gpu, layout.pp, layout.vpp, layout.tp, layout.micro_batches
     s, h = model.seq_len, model.hidden
     stages = stage_layers(model, layout)
@@ -178,9 +177,16 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
     loss_bytes = LOSS_KERNEL_BYTES.get(layout.loss_kernel, eff.loss_bytes if layout.loss_fp32 else BF16_LOSS_BYTES)
     logits_t = 3 * gemm_time(1, tokens, vocab, h, gpu, eff) \
         + tokens * vocab * loss_bytes / (eff.hbm * gpu.hbm_bytes_per_s)   # bf16 GEMMs, then the loss
-    rows, first = [], 0
+    rows, first, priced = [], 0, {}
     for i, n_layers in enumerate(stages):
         n_dense = max(0, min(first + n_layers, dense_total) - first)
+        # a stage is priced by its layers of each kind and whether it holds the embedding or the logits:
+        # the stages between that match are priced once (a pipeline of 16 has about three kinds of stage)
+        kind = (n_dense, n_layers - n_dense, i == 0, i == p - 1)
+        if kind in priced:
+            rows.append(priced[kind])
+            first += n_layers
+            continue
         counts = {False: n_dense, True: n_layers - n_dense}
         dense_p, expert_p = stage_params(model, layout, i, n_layers, first)
         first += n_layers
@@ -200,6 +206,7 @@ def predict(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency = EF
         row["total"] = sum(row[k] for k in ("compute", "recompute", "tp", "cp", "ep", "host", "offload", "zero3",
                                             "logits"))
         rows.append(row)
+        priced[kind] = row
     slow = max(rows, key=lambda r: r["total"])
 
     # pipeline p2p: each micro-batch crosses each of a GPU's v chunk boundaries forward and back

@@ -230,7 +230,7 @@ def test_unknown_preset_lists_the_known_ones():
 # config.json files of families beyond Llama's, as their model repositories publish them (the keys the
 # planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
-# zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924
+# zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite
 FAMILIES = CONFIGS / "families"
 
 
@@ -343,6 +343,16 @@ def test_kimi_k2_reads_as_deepseek_v3s_architecture():
     assert (kimi.experts, kimi.top_k, kimi.expert_width, kimi.dense_layers, kimi.is_mla) == (384, 8, 2048, 1, True)
     assert kimi.router_bias
     assert within_published_rounding(kimi.param_count / 1000, "1") and within_published_rounding(kimi.active_param_count, "32")
+
+
+def test_deepseek_v2_lite_projects_queries_whole_where_q_lora_rank_is_null():
+    """DeepSeek-V2-Lite (its model card: 15.7B total, 2.4B activated) is MLA with the key-value
+    compression only: q_lora_rank null means one 2048 x 16·192 query matrix, not a low-rank pair."""
+    lite = family("deepseek-v2-lite")
+    assert lite.is_mla and lite.q_lora_rank is None and lite.kv_lora_rank == 512
+    assert "MLA (q not compressed, kv rank 512)" in lite.describe() and "1 dense first layer (" in lite.describe()
+    assert within_published_rounding(lite.param_count, "15.7")
+    assert within_published_rounding(lite.active_param_count - lite.vocab * lite.hidden, "2.4")
 
 
 def test_a_sequence_beyond_the_configs_positions_is_warned_about(tmp_path):

@@ -28,6 +28,19 @@ H100 = Cluster.of("H100")
 FSDP8 = Layout.today(1, 1, 8, micro_batch=2, global_batch=16, zero_stage=3)
 
 
+def test_what_a_range_prices_again_is_remembered_without_leaking_between_callers():
+    """A range or a search prices the same GEMM shapes and run-rate constants thousands of times; each is
+    worked out once, yet a caller that changes its copy changes nothing for the next, and other constants
+    (equal in value or not) get their own prediction."""
+    shapes = layer_gemms(LLAMA, 2, 1)
+    shapes.append(("junk", 1, 1, 1, 1))
+    assert ("junk", 1, 1, 1, 1) not in layer_gemms(LLAMA, 2, 1)
+    nominal = predict(LLAMA, H100, FSDP8)["step_time_s"]   # a Hopper: its tensor cores at their sustained share
+    slower = replace(EFFICIENCY, gemm=EFFICIENCY.gemm / 2)
+    assert predict(LLAMA, H100, FSDP8, slower)["step_time_s"] > 1.3 * nominal
+    assert predict(LLAMA, H100, FSDP8, replace(EFFICIENCY))["step_time_s"] == nominal == predict(LLAMA, H100, FSDP8)["step_time_s"]
+
+
 def test_fp8_casts_six_bytes_per_operand_element_and_keeps_the_logits_in_bf16():
     lay = replace(FSDP8, dtype="fp8")
     gemms = [g for g in layer_gemms(LLAMA, 2, 1) if g[0] not in ("scores", "context")]
