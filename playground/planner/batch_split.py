@@ -134,10 +134,10 @@ def better_runs(model: Model, cluster: Cluster, gpus: int, global_batch: int, to
 
 
 def split_advice(model: Model, cluster: Cluster, layout: Layout, global_batch: int, tokens: float, gpu_hours: float,
-                 eff: Efficiency, fixed: dict) -> tuple[list[dict], str | None]:
+                 eff: Efficiency, fixed: dict, cost: str = "the GPU-hours") -> tuple[list[dict], str | None]:
     """For a layout the search found: the ``better_runs`` of its GPU count and batch, and a note that
     introduces them, saying why the search could not do better where it knows (more model parallelism
-    than the least that fits)."""
+    than the least that fits); ``cost`` names what they save (a training's GPU-hours, or per token)."""
     gpus, taken = layout.gpus, layout.tp * layout.pp * layout.cp
     try:
         least = minimal_model_parallelism(model, cluster.gpu, gpus, global_batch, **fixed)
@@ -154,6 +154,6 @@ def split_advice(model: Model, cluster: Cluster, layout: Layout, global_batch: i
         why = (f"the layout above is the fastest the search found for {gpus:,}{_factored(gpus)} GPUs and "
                f"{global_batch:,} sequences")
     other_batch = any(r["global_batch"] != global_batch for r in runs)
-    return runs, (f"{why}. Each of these, searched the same way, saves {GAIN:.0%} or more of the GPU-hours"
+    return runs, (f"{why}. Each of these, searched the same way, saves {GAIN:.0%} or more of {cost}"
                   + (" (another batch changes the optimization: keep it under the model's critical batch size)"
                      if other_batch else "") + ":")

@@ -2,7 +2,8 @@
 
 ``python -m playground.step_time --model llama3-405b --gpu H100 --gpus 8192 --tp 8 --pp 16
 --global-batch 2048 [--json]`` prints the prediction of ``planner.step_time.predict`` for one layout;
-``--search`` ranks the layouts that fit instead.  The flags and their defaults are the capacity
+``--search`` ranks the layouts that fit instead and, where the batch splits badly over the GPUs, names the
+GPU counts and batches whose fastest layout costs fewer GPU-seconds a token (``batch_split``).  The flags and their defaults are the capacity
 planner's (``playground.planner.args``); bad input: one line on stderr and exit status 2.
 """
 
@@ -17,12 +18,14 @@ from playground.planner.capacity import DEFAULT_GLOBAL_BATCH
 from playground.planner.capacity_inputs import infer_architecture
 from playground.planner.errors import PlanError
 from playground.planner.layout import EFFICIENCY, Layout
-from playground.planner.batch_split import check_batch_splits
+from playground.planner.batch_split import check_batch_splits, split_advice
 from playground.planner.layout_search import fit_advice, gpus_that_fit, search
 from playground.planner.memory import fit_verdict, tight_note
 from playground.planner.step_range import predict_range
 
 __all__ = ["predict_from_args", "report", "main"]
+
+PER_TOKEN_STEPS = 10 ** 6   # the training a searched layout's neighbours are compared over, per token
 
 
 def predict_from_args(opts) -> dict:
@@ -55,7 +58,8 @@ def _predict(opts, eff) -> dict:
         if gpus is None:
             raise PlanError("--search needs --gpus")
         check_batch_splits(model, gpus, seqs, knobs)   # none runs: say which counts and batches do
-        return search(model, cluster, gpus, seqs, top=whole(opts, "top") or 5, eff=eff, **knobs)
+        found = search(model, cluster, gpus, seqs, top=whole(opts, "top") or 5, eff=eff, **knobs)
+        return {**found, **_split_advice(model, cluster, found["best"], seqs, eff, knobs)} if found["best"] else found
     degrees = {k: knobs.pop(k) for k in ("tp", "pp", "dp") if k in knobs}
     if "dp" not in degrees and gpus is None:
         raise PlanError("give --dp or --gpus (or --search)")
@@ -76,6 +80,19 @@ def _predict(opts, eff) -> dict:
     return result
 
 
+def _split_advice(model, cluster, best: dict, seqs: int, eff, knobs: dict) -> dict:
+    """What the capacity planner says of a searched layout whose GPU count or batch splits badly (``batch_split``),
+    per token: the neighbours whose fastest layout costs at least a tenth fewer GPU-seconds a token."""
+    tokens = PER_TOKEN_STEPS * seqs * model.seq_len   # steps enough that rounding them up weighs nothing
+    hours = PER_TOKEN_STEPS * best["step_time_s"] * best["gpus"] / 3600
+    runs, note = split_advice(model, cluster, Layout(**best["layout"]), seqs, tokens, hours, eff, knobs,
+                              cost="the GPU-seconds per token")
+    return {"split_note": note, "better_runs": [
+        {k: r[k] for k in ("gpus", "global_batch", "global_batch_tokens", "why", "layout", "mfu", "step_time_s")}
+        | {"tokens_per_s": r["global_batch_tokens"] / r["step_time_s"], "gpu_seconds_per_token_change": r["gpu_hours_change"]}
+        for r in runs]} if runs else {}
+
+
 def report(r: dict, opts=None) -> str:
     text = _report(r)
     return text if "efficiency_from" not in r else text + "\n" + efficiency_line(r["efficiency_from"])
@@ -90,6 +107,11 @@ def _report(r: dict) -> str:
                          f"MFU {x['mfu']:.3f}, {x['memory']['total'] / 2 ** 30:.1f} GiB -- {x['why']}")
             if "beats_next" in x:
                 lines.append(f"   beats #{x['rank'] + 1}: {x['beats_next']}")
+        if r.get("split_note"):   # the batch splits badly over these GPUs: what runs better, per token
+            lines.append(f"instead  {r['split_note']}")
+            lines += [f"         - {b['gpus']:,} {r['gpu']}s, batch {b['global_batch']:,} ({b['why']}): {b['layout']}; "
+                      f"{b['tokens_per_s']:,.0f} tokens/s, MFU {b['mfu']:.3f} ({b['gpu_seconds_per_token_change']:+.0%} "
+                      f"GPU-seconds per token)" for b in r["better_runs"]]
         return "\n".join(lines)
     lay, mem = Layout(**r["layout"]), r["memory"]
     m = r["micro_batches"]

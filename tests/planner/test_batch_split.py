@@ -2,14 +2,18 @@
 each GPU count or batch it names is searched as a plan of its own would be, and the plan for it
 gives the same figures; a count the batch cannot run on at all is one line naming those that can."""
 
+import io
+import json
 import subprocess
 import sys
+from contextlib import redirect_stdout
 
 import pytest
 
 from playground import planner as cp
 from playground.planner.batch_split import GAIN, nearby_counts, round_batch
 from playground.planner.cli import report
+from playground.step_time import main as step_time_main
 
 
 @pytest.mark.parametrize("batch,rounded", [(1953, 2048), (512, 512), (1000, 1024), (3000, 3072), (1, 1), (96, 96)])
@@ -40,6 +44,27 @@ def test_more_gpus_than_the_batch_splits_over_is_said_with_the_counts_that_would
     assert named[(1024, 512)]["days"] < p["days"]           # fewer GPUs, sooner
     text = report(p)
     assert "instead    the 512-sequence batch" in text and "- 1,024 H100s, batch 512" in text
+
+
+def test_the_step_time_search_names_the_runs_the_plan_names_per_token():
+    """``step_time --search`` on the same 1,920 GPUs and batch names the plan's alternatives, each with the
+    plan's layout and its saving as GPU-seconds a token (the plan's GPU-hours for the same tokens)."""
+    from playground.planner.step_time_cli import report as step_report
+    p = cp.plan(model="llama3-8b", tokens=15e12, gpus=1920)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert step_time_main(["--model", "llama3-8b", "--gpus", "1920", "--global-batch", "512", "--search",
+                               "--top", "1", "--json"]) == 0
+    found = json.loads(out.getvalue())
+    by_run = {(r["gpus"], r["global_batch"]): r for r in found["better_runs"]}
+    assert set(by_run) == {(r["gpus"], r["global_batch"]) for r in p["better_runs"]}
+    for r in p["better_runs"]:
+        mine = by_run[r["gpus"], r["global_batch"]]
+        assert mine["layout"] == r["layout"] and mine["step_time_s"] == r["step_time_s"]
+        assert mine["gpu_seconds_per_token_change"] == pytest.approx(r["gpu_hours_change"], abs=1e-4)
+    assert "GPU-seconds per token" in found["split_note"] and "does not split well over 1,920" in found["split_note"]
+    text = step_report(found)
+    assert "instead  the 512-sequence batch" in text and "- 1,024 H100s, batch 512 (same batch)" in text
 
 
 def test_the_smallest_batch_as_large_that_splits_evenly_over_the_gpus_is_offered():
