@@ -17,9 +17,9 @@ export CHROMIUM
 # The virtual environment: made once, refreshed only when requirements change.
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@# --no-compile: each module is byte-compiled when first imported, not every file of every package at
-	@# install (most of jupyterlab's, transformers' and torch's are never imported here): a minute less
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+	@# byte-compiled at install, as pip does by default: where PYTHONDONTWRITEBYTECODE is set (it is on some
+	@# CI machines) nothing compiled later is kept, and every process would compile torch afresh
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@# MathJax 3 from an installed package, where _config.yml's html_static_path expects it
 	@mkdir -p $(VENV)/mathjax-static
