@@ -239,7 +239,7 @@ class Model:
     def describe(self) -> str:
         """One line: the shape as a practitioner reads it."""
         q = f"q rank {self.q_lora_rank}" if self.q_lora_rank else "q not compressed"
-        att = (f"MLA ({q}, kv rank {self.kv_lora_rank})" if self.is_mla
+        att = (f"{self.heads} MLA heads ({q}, kv rank {self.kv_lora_rank})" if self.is_mla
                else f"{self.heads} heads / {self.kv_head_count} KV heads of {self.head_size}")
         mlp = ("SwiGLU" if self.gated_mlp else "MLP") + f" {self.ffn_width}"
         if self.is_moe:

@@ -350,7 +350,7 @@ def test_deepseek_v2_lite_projects_queries_whole_where_q_lora_rank_is_null():
     compression only: q_lora_rank null means one 2048 x 16·192 query matrix, not a low-rank pair."""
     lite = family("deepseek-v2-lite")
     assert lite.is_mla and lite.q_lora_rank is None and lite.kv_lora_rank == 512
-    assert "MLA (q not compressed, kv rank 512)" in lite.describe() and "1 dense first layer (" in lite.describe()
+    assert "16 MLA heads (q not compressed, kv rank 512)" in lite.describe() and "1 dense first layer (" in lite.describe()
     assert within_published_rounding(lite.param_count, "15.7")
     assert within_published_rounding(lite.active_param_count - lite.vocab * lite.hidden, "2.4")
 
