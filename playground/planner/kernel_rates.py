@@ -2,8 +2,8 @@
 
 The dense tensor-core peak by dtype (``peak_flops``) and the share of it a GPU holds through a run
 (``sustained_rate``; the constants at those rates, ``at_run_rates``), a GEMM on the roofline of eq-gemm
-with tile quantization (``gemm_time``), the FP8 backward's split accumulation on a Hopper (``fp8_backward_accumulation``), a fused attention kernel's rate
-(``attention_efficiency``, ``fa2_rate``) and the share of the scores a causal one executes
+with tile quantization (``gemm_time``), the FP8 backward's split accumulation on a Hopper
+(``fp8_backward_accumulation``), a fused attention kernel's rate (``attention_efficiency``, ``fa2_rate``) and the share of the scores a causal one executes
 (``causal_executed``).  Each constant they read is an ``Efficiency`` field, traced to its source in
 ``efficiency``.  ``costs`` prices a layer's pieces with them and re-exports them.
 """
@@ -17,8 +17,8 @@ from playground.planner.efficiency import ATTENTION_HEAD_DIM_64
 from playground.planner.errors import PlanError
 from playground.planner.layout import BYTES, EFFICIENCY, Efficiency, Layout
 
-__all__ = ["peak_flops", "sustained_rate", "at_run_rates", "gemm_time", "fp8_backward_accumulation", "fa2_rate", "attention_efficiency",
-           "causal_executed", "FUSED_ATTENTION_BACKWARD"]
+__all__ = ["peak_flops", "sustained_rate", "at_run_rates", "gemm_time", "fp8_backward_accumulation", "fa2_rate",
+           "attention_efficiency", "causal_executed", "FUSED_ATTENTION_BACKWARD"]
 
 # a fused attention's backward in forwards: it recomputes the scores, five matmuls to the forward's two
 # (flash-attention's own benchmarks count backward as 2.5 forwards)
