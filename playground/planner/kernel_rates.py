@@ -3,8 +3,8 @@
 The dense tensor-core peak by dtype (``peak_flops``) and the share of it a GPU holds through a run
 (``sustained_rate``; the constants at those rates, ``at_run_rates``), a GEMM on the roofline of eq-gemm
 with tile quantization (``gemm_time``), the FP8 backward's split accumulation on a Hopper
-(``fp8_backward_accumulation``), a fused attention kernel's rate (``attention_efficiency``, ``fa2_rate``) and the share of the scores a causal one executes
-(``causal_executed``).  Each constant they read is an ``Efficiency`` field, traced to its source in
+(``fp8_backward_accumulation``), a fused attention kernel's rate (``attention_efficiency``, ``fa2_rate``)
+and the share of the scores a causal one executes (``causal_executed``).  Each constant they read is an ``Efficiency`` field, traced to its source in
 ``efficiency``.  ``costs`` prices a layer's pieces with them and re-exports them.
 """
 
