@@ -34,8 +34,8 @@ RUNS = {
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs", "efficiency_sources"},
-    {"architecture", "goodput", "efficiency"},
-    {"stages", "hf_families", "hf_keys"},
+    {"architecture", "goodput", "efficiency", "hf_keys"},
+    {"stages", "hf_families"},  # hf_families reads nested blocks (DBRX's) with hf_keys' typed look-ups
     {"layout", "hf_config", "presets", "gemms"},
     {"layout_checks", "activations"},  # whether a layout can run; what a layer keeps for backward
     {"memory", "measure", "comm_costs", "moe_kernels", "kernel_rates"},

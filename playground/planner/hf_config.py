@@ -10,7 +10,7 @@ Which keys are read, by ``model_type``:
   ``tie_word_embeddings`` (default false), ``hidden_act`` (silu/swiglu: a gated MLP; gelu: not).
   Llama's ``attention_bias`` / ``mlp_bias`` set the biases; Qwen2 always has Q/K/V biases (and no
   others); Qwen3 has a per-head RMSNorm on queries and keys.
-* mixtral, granitemoe, minimax_m2: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
+* mixtral, granitemoe, minimax_m2, phimoe: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
   ``intermediate_size`` wide (MiniMax-M2 adds Q/K norms, ``use_qk_norm``, and a per-expert routing bias,
   ``use_routing_bias``).  olmoe (and dense olmo2): the same with ``num_experts``, and Q/K norms
   (OLMo's span the whole projection, not one head: a few thousand weights a layer more than ``Model``'s
@@ -42,7 +42,12 @@ Which keys are read, by ``model_type``:
   ``first_k_dense_replace``) on grouped-query attention, with ``attention_bias`` on Q, K and V only,
   ``use_qk_norm``, and a per-expert routing bias; the MTP layers are not counted.
 * nemotron: the Llama keys with a squared-ReLU MLP (``relu2``, not gated) and LayerNorm; gpt_neox: the
-  Llama keys with LayerNorm and biases throughout (``attention_bias``, default true).
+  Llama keys with LayerNorm and biases throughout (``attention_bias``, default true); starcoder2: the
+  same, its biases set by ``use_bias`` (default true), its GELU MLP not gated, and every layer attending
+  over ``sliding_window`` when the config sets one.
+* phimoe (Phi-3.5-MoE): Mixtral's keys, with LayerNorm; ``attention_bias`` puts biases on Q, K and V
+  (counted) and on the output projection (h a layer, not counted), ``lm_head_bias`` one on the logits
+  (not counted either: together 0.0004% of Phi-3.5-MoE).
 * gpt2, mpt, falcon, which spell their shape otherwise (``n_layer``, ``d_model``, ``multi_query`` ...):
   ``playground.planner.hf_families`` reads them.
 * A config whose ``model_type`` the planner does not know but which carries expert keys
@@ -81,7 +86,8 @@ from playground.planner.hf_keys import (Keys, deepseek, llama4, mlp_is_gated, qw
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "olmoe",
-               "olmo2", "nemotron", "gpt_neox", "minimax_m2")
+               "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe")
+LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
@@ -167,20 +173,22 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(qkv_bias=bias, proj_bias=bias)
     elif kind == "glm4_moe":  # biases on Q, K and V only
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
-    elif kind == "gpt_neox":  # biases on every linear layer unless attention_bias says not
-        bias = keys.bool("attention_bias", True)
+    elif kind in ("gpt_neox", "starcoder2"):  # biases on every linear layer unless the config says not
+        bias = keys.bool("attention_bias" if kind == "gpt_neox" else "use_bias", True)
         shape.update(qkv_bias=bias, proj_bias=bias)
+    elif kind == "phimoe":  # Q, K and V biases counted; the output projection's (h a layer) is not
+        shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
     else:
         attention_bias, mlp_bias = keys.bool("attention_bias", False), keys.bool("mlp_bias", False)
         if attention_bias and not mlp_bias and kind not in DEEPSEEK:
             raise PlanError(f"{source}: attention_bias without mlp_bias can't be counted "
                             "(Model keeps the output-projection and MLP biases together)")
         shape.update(qkv_bias=attention_bias, proj_bias=attention_bias and mlp_bias)
-    if kind in ("nemotron", "gpt_neox"):   # LayerNorm (Nemotron's LayerNorm1P), weight and bias
+    if kind in LAYERNORM:
         shape["norm"] = "layernorm"
     shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2") or \
         (kind in ("glm4_moe", "minimax_m2") and keys.bool("use_qk_norm", False))
-    if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2"):
+    if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2", "phimoe"):
         shape.update(experts=keys.int("num_experts" if kind == "olmoe" else "num_local_experts"),
                      top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"],
                      router_bias=kind == "minimax_m2" and keys.bool("use_routing_bias", False))

@@ -15,6 +15,14 @@ typed look-up ``hf_keys.Keys`` (``keys.int``, ``keys.bool``, ``keys.get``, ``key
   ``num_kv_heads``; a GELU MLP of ``ffn_hidden_size`` (default 4 h); ``bias``; rotary positions unless
   ``alibi``; tied embeddings unless ``tie_word_embeddings`` says false; LayerNorm.  Its parallel
   attention and MLP share their input norm: one LayerNorm a layer fewer than ``Model`` counts.
+* bloom (BigScience's BLOOM): ``n_layer``, ``hidden_size`` (or the older ``n_embed``), ``n_head``,
+  ``vocab_size``; a GELU MLP 4 h wide, biases on every linear layer, LayerNorm, ALiBi (no position
+  weights), tied embeddings.  The LayerNorm after its embedding (2 h weights) is not counted.
+* dbrx (Databricks' DBRX): ``n_layers``, ``d_model``, ``n_heads``, ``vocab_size``, ``max_seq_len``;
+  ``attn_config.kv_n_heads``; ``ffn_config``'s ``moe_num_experts``, ``moe_top_k`` and
+  ``ffn_hidden_size`` (each expert's width, a gated MLP: ``ffn_act_fn`` silu); every layer an MoE, no
+  biases, untied unless ``tie_word_embeddings``.  Its LayerNorms have no bias: counted with one, h
+  weights a norm more than it has.
 
 Where a learned position table sets the parameter count, its size is the sequence length (as for
 gpt2); elsewhere the sequence length is the caller's.
@@ -24,6 +32,7 @@ from __future__ import annotations
 
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
+from playground.planner.hf_keys import Keys
 
 __all__ = ["FAMILY_READERS"]
 
@@ -73,4 +82,33 @@ def falcon(keys, name: str, seq_len: int) -> Model:
                  max_positions=keys.int("max_position_embeddings", None), name=name)
 
 
-FAMILY_READERS = {"gpt2": gpt2, "mpt": mpt, "falcon": falcon}
+def bloom(keys, name: str, seq_len: int) -> Model:
+    """BLOOM: GPT's block (biases, LayerNorm, a 4 h GELU MLP) with ALiBi, so no position weights."""
+    hidden = keys.int("hidden_size", None) or keys.int("n_embed")
+    return Model(keys.int("n_layer"), hidden, keys.int("n_head"), keys.int("vocab_size"), seq_len=seq_len,
+                 position_embeddings=False, tied_embeddings=keys.bool("tie_word_embeddings", True), name=name)
+
+
+def dbrx(keys, name: str, seq_len: int) -> Model:
+    """DBRX: every layer an MoE of gated experts, grouped-query attention, no biases."""
+    attn, ffn = _section(keys, "attn_config"), _section(keys, "ffn_config")
+    act = ffn.get("ffn_act_fn", {"name": "silu"})
+    if not isinstance(act, dict) or act.get("name", "silu") != "silu":
+        raise PlanError(f"{keys.source}: ffn_config.ffn_act_fn {act!r} is not silu, DBRX's gated MLP")
+    heads, width = keys.int("n_heads"), ffn.int("ffn_hidden_size")
+    return Model(keys.int("n_layers"), keys.int("d_model"), heads, keys.int("vocab_size"), seq_len=seq_len,
+                 ffn=width, kv_heads=attn.int("kv_n_heads", heads), gated_mlp=True, position_embeddings=False,
+                 qkv_bias=False, proj_bias=False, tied_embeddings=keys.bool("tie_word_embeddings", False),
+                 experts=ffn.int("moe_num_experts"), top_k=ffn.int("moe_top_k"), moe_ffn=width,
+                 max_positions=keys.int("max_seq_len", None), name=name)
+
+
+def _section(keys, section: str):
+    """A nested block of the config (DBRX's ``attn_config``, ``ffn_config``), read with the same checks."""
+    inner = keys.get(section, {})
+    if not isinstance(inner, dict):
+        raise PlanError(f"{keys.source}: {section!r} must be an object, got {inner!r}")
+    return Keys(inner, f"{keys.source} ({section})")
+
+
+FAMILY_READERS = {"gpt2": gpt2, "mpt": mpt, "falcon": falcon, "bloom": bloom, "dbrx": dbrx}

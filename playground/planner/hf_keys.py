@@ -35,7 +35,9 @@ PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden si
            "vocab_size": "the vocabulary", "n_layer": "the layer count", "n_embd": "the hidden size",
            "n_head": "the attention heads", "n_positions": "the position table",
            "n_layers": "the layer count", "d_model": "the hidden size", "n_heads": "the attention heads",
-           "max_seq_len": "the position table",
+           "max_seq_len": "the position table", "n_embed": "the hidden size",
+           "moe_num_experts": "the expert count", "moe_top_k": "the experts per token",
+           "ffn_hidden_size": "the expert width",
            "num_local_experts": "the expert count", "num_experts": "the expert count",
            "n_routed_experts": "the expert count", "num_experts_per_tok": "the experts per token",
            "moe_intermediate_size": "the expert width", "kv_lora_rank": "MLA's key/value rank",
@@ -161,7 +163,7 @@ def sliding_window(keys: Keys, kind: str, layers: int) -> dict:
     """Which layers attend over a window only: ``layer_types`` when it lists them (gpt-oss, newer
     configs), else the family's rule: Gemma 2 every other layer, Gemma 3 all but every
     ``sliding_window_pattern``-th, Qwen2/3 (with ``use_sliding_window``) from ``max_window_layers`` on,
-    Mistral and Mixtral every layer.  No ``sliding_window``: none."""
+    Mistral, Mixtral and StarCoder2 every layer.  No ``sliding_window``: none."""
     types = keys.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
@@ -176,7 +178,7 @@ def sliding_window(keys: Keys, kind: str, layers: int) -> dict:
     elif kind in ("qwen2", "qwen3", "qwen2_moe", "qwen3_moe"):
         local = max(0, layers - keys.int("max_window_layers", layers, least=0)) \
             if keys.bool("use_sliding_window", False) else 0
-    elif kind in ("mistral", "mixtral"):
+    elif kind in ("mistral", "mixtral", "starcoder2"):
         local = layers
     else:
         local = 0

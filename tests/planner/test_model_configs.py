@@ -230,7 +230,8 @@ def test_unknown_preset_lists_the_known_ones():
 # config.json files of families beyond Llama's, as their model repositories publish them (the keys the
 # planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
-# zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite
+# zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
+# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b
 FAMILIES = CONFIGS / "families"
 
 
@@ -280,6 +281,43 @@ def test_glm4_moe_reads_deepseeks_expert_keys_on_grouped_query_attention():
     # GLM's active counts leave out both embedding matrices (GLM-4.5: 32B active)
     for model, active in ((air, "12"), (glm, "32")):
         assert within_published_rounding(model.active_param_count - 2 * model.vocab * model.hidden, active)
+
+
+def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
+    dbrx = family("dbrx")
+    assert (dbrx.kv_heads, dbrx.experts, dbrx.top_k, dbrx.moe_layers) == (8, 16, 4, 40)
+    assert dbrx.gated_mlp and not (dbrx.qkv_bias or dbrx.proj_bias or dbrx.tied_embeddings)
+    # Databricks' announcement: 132B total parameters, 36B active on any input
+    assert within_published_rounding(dbrx.param_count, "132") and within_published_rounding(dbrx.active_param_count, "36")
+    config = json.loads((FAMILIES / "dbrx" / "config.json").read_text())
+    with pytest.raises(PlanError, match=r"'ffn_config' must be an object"):
+        model_from_hf_dict(config | {"ffn_config": 10752})
+    with pytest.raises(PlanError, match=r"\(ffn_config\) lacks 'moe_num_experts' \(needed for the expert count\)"):
+        model_from_hf_dict(config | {"ffn_config": {"ffn_hidden_size": 10752, "moe_top_k": 4}})
+    with pytest.raises(PlanError, match="not silu"):
+        model_from_hf_dict(config | {"ffn_config": config["ffn_config"] | {"ffn_act_fn": {"name": "gelu"}}})
+
+
+def test_bloom_is_counted_to_its_published_total_but_its_embeddings_norm():
+    bloom = family("bloom")
+    assert not bloom.position_embeddings and bloom.tied_embeddings and bloom.norm == "layernorm"
+    # BigScience's model card: 176,247,271,424 parameters; the LayerNorm after the embedding (2 h) is not counted
+    assert bloom.param_count == 176_247_271_424 - 2 * bloom.hidden
+
+
+def test_phi_moe_is_mixtrals_shape_with_layernorm_and_qkv_biases():
+    phi = family("phi-3.5-moe")
+    assert (phi.experts, phi.top_k, phi.norm, phi.qkv_bias, phi.proj_bias) == (16, 2, "layernorm", True, False)
+    # the model card: 42B total (41.9B on its page), 6.6B active
+    assert within_published_rounding(phi.param_count, "41.9") and within_published_rounding(phi.active_param_count, "6.6")
+
+
+def test_starcoder2_has_biases_a_plain_gelu_mlp_and_a_window_on_every_layer():
+    coder = family("starcoder2-15b")
+    assert coder.qkv_bias and coder.proj_bias and not coder.gated_mlp and coder.norm == "layernorm"
+    assert (coder.local_layers, coder.sliding_window) == (40, 4096)
+    assert coder.param_count == 15_957_889_024   # the checkpoint's tensors (the model card: 15B, "16B params")
+    assert coder.read_note == ""
 
 
 def test_an_unknown_model_type_with_expert_keys_is_refused_not_counted_dense():

@@ -225,8 +225,8 @@ def test_dgx_cloud_recipes_keep_the_accumulation_each_states_and_fit():
 
 def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_the_chapters_copies():
     """The package reads no file of the book to build its rows (an installed wheel has no chapters/):
-    AutoModel's gpt-oss and Kimi K2 shapes are written inline, and they are what --hf-config reads
-    from the copies of those config.json files in chapters/configs/families."""
+    AutoModel's gpt-oss and Kimi K2 shapes and BLOOM's are written inline, and they are what --hf-config
+    reads from the copies of those config.json files in chapters/configs/families."""
     from pathlib import Path
     from playground.planner.hf_config import read_hf_config
     from playground.planner.published_automodel import AUTOMODEL
@@ -234,6 +234,8 @@ def test_the_rows_build_from_the_package_alone_and_their_inline_configs_match_th
     inline = {r.model.name: r.model for r in AUTOMODEL}
     for name in ("gpt-oss-20b", "gpt-oss-120b", "kimi-k2"):
         assert inline[name] == read_hf_config(families / name, seq_len=4096), name
+    from playground.planner.published_layouts import BLOOM
+    assert BLOOM.model == read_hf_config(families / "bloom", seq_len=2048)
 
 
 def test_the_hopper_misses_follow_the_tensor_cores_share_of_the_step_and_the_ampere_ones_do_not():
