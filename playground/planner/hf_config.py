@@ -8,7 +8,9 @@ Which keys are read, by ``model_type``:
   ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``num_key_value_heads`` (default:
   the heads), ``head_dim`` (default hidden / heads), ``intermediate_size``, ``vocab_size``,
   ``tie_word_embeddings`` (default false), ``hidden_act`` (silu/swiglu: a gated MLP; gelu: not).
-  Llama's ``attention_bias`` / ``mlp_bias`` set the biases; Qwen2 always has Q/K/V biases (and no
+  Llama's ``attention_bias`` / ``mlp_bias`` set the biases (``attention_out_bias``, Seed-OSS's, the output
+  projection's apart); ``Model`` keeps the output projection's with the MLP's, so where only one of the two
+  is set it is left out and ``read_note`` says so (h a layer); Qwen2 always has Q/K/V biases (and no
   others); Qwen3 has a per-head RMSNorm on queries and keys.
 * mixtral, granitemoe, minimax_m2, phimoe: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
   ``intermediate_size`` wide (MiniMax-M2 adds Q/K norms, ``use_qk_norm``, and a per-expert routing bias,
@@ -180,10 +182,13 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
     else:
         attention_bias, mlp_bias = keys.bool("attention_bias", False), keys.bool("mlp_bias", False)
-        if attention_bias and not mlp_bias and kind not in DEEPSEEK:
-            raise PlanError(f"{source}: attention_bias without mlp_bias can't be counted "
-                            "(Model keeps the output-projection and MLP biases together)")
-        shape.update(qkv_bias=attention_bias, proj_bias=attention_bias and mlp_bias)
+        # Llama's attention_bias covers the output projection too; Seed-OSS names that one apart
+        out_bias = attention_bias and keys.bool("attention_out_bias", True) and kind not in DEEPSEEK
+        shape.update(qkv_bias=attention_bias, proj_bias=out_bias and mlp_bias)
+        if out_bias != mlp_bias:   # Model keeps the output projection's and the MLP's biases together
+            left = "the output projection's biases (h a layer)" if out_bias else "the MLP's biases (f + h a layer)"
+            shape["read_note"] = "; ".join(filter(None, (read_note, f"{left} are not counted: well under 0.1% "
+                                                                    "of the parameters")))
     if kind in LAYERNORM:
         shape["norm"] = "layernorm"
     shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2") or \

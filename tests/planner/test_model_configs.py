@@ -320,6 +320,22 @@ def test_starcoder2_has_biases_a_plain_gelu_mlp_and_a_window_on_every_layer():
     assert coder.read_note == ""
 
 
+def test_biases_the_model_cannot_place_are_left_out_and_said_not_refused():
+    """Llama's attention_bias puts a bias on Q, K, V and the output projection; ``Model`` keeps the output
+    projection's with the MLP's, so alone it is left out (h a layer) and the note says so."""
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    plain = model_from_hf_dict(llama)
+    biased = model_from_hf_dict(llama | {"attention_bias": True})
+    assert biased.qkv_bias and not biased.proj_bias and "output projection's biases" in biased.read_note
+    kv = plain.kv_heads * plain.head_size
+    assert biased.param_count - plain.param_count == plain.layers * (plain.hidden + 2 * kv)
+    both = model_from_hf_dict(llama | {"attention_bias": True, "mlp_bias": True})
+    assert both.proj_bias and both.read_note == ""
+    # Seed-OSS spells the output projection's apart: Q, K and V biased, nothing left out
+    seed = model_from_hf_dict(llama | {"attention_bias": True, "attention_out_bias": False})
+    assert seed.qkv_bias and not seed.proj_bias and seed.read_note == ""
+
+
 def test_an_unknown_model_type_with_expert_keys_is_refused_not_counted_dense():
     llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
     with pytest.raises(PlanError, match="'my_moe' has expert keys \\(num_local_experts\\)"):
