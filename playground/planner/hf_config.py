@@ -42,7 +42,8 @@ Which keys are read, by ``model_type``:
   its Q/K L2 norms have no weights.
 * glm4_moe: DeepSeek's MoE keys (``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
   ``first_k_dense_replace``) on grouped-query attention, with ``attention_bias`` on Q, K and V only,
-  ``use_qk_norm``, and a per-expert routing bias; the MTP layers are not counted.
+  ``use_qk_norm``, and a per-expert routing bias; the MTP layers are not counted.  dots1 (rednote's
+  dots.llm1): the same keys, with Qwen3's per-head Q/K norms always.
 * nemotron: the Llama keys with a squared-ReLU MLP (``relu2``, not gated) and LayerNorm; gpt_neox: the
   Llama keys with LayerNorm and biases throughout (``attention_bias``, default true); starcoder2: the
   same, its biases set by ``use_bias`` (default true), its GELU MLP not gated, and every layer attending
@@ -91,7 +92,7 @@ LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qw
                "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe")
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe")
+OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
@@ -173,7 +174,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     elif kind == "gpt_oss":  # biases on Q, K, V, the output projection and the experts alike
         bias = keys.bool("attention_bias", True)
         shape.update(qkv_bias=bias, proj_bias=bias)
-    elif kind == "glm4_moe":  # biases on Q, K and V only
+    elif kind in ("glm4_moe", "dots1"):  # biases on Q, K and V only
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
     elif kind in ("gpt_neox", "starcoder2"):  # biases on every linear layer unless the config says not
         bias = keys.bool("attention_bias" if kind == "gpt_neox" else "use_bias", True)
@@ -191,7 +192,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                                                                     "of the parameters")))
     if kind in LAYERNORM:
         shape["norm"] = "layernorm"
-    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2") or \
+    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "dots1") or \
         (kind in ("glm4_moe", "minimax_m2") and keys.bool("use_qk_norm", False))
     if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2", "phimoe"):
         shape.update(experts=keys.int("num_experts" if kind == "olmoe" else "num_local_experts"),
@@ -206,7 +207,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(experts=keys.int("num_local_experts"), top_k=top_k, moe_ffn=shape["ffn"], router_bias=True)
     elif kind == "llama4_text":
         shape.update(llama4(keys, layers, shape["ffn"]))
-    elif kind == "glm4_moe":
+    elif kind in ("glm4_moe", "dots1"):
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
                      dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True,

@@ -231,7 +231,7 @@ def test_unknown_preset_lists_the_known_ones():
 # planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
 # zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
-# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b
+# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b, rednote-hilab/dots.llm1.base
 FAMILIES = CONFIGS / "families"
 
 
@@ -281,6 +281,14 @@ def test_glm4_moe_reads_deepseeks_expert_keys_on_grouped_query_attention():
     # GLM's active counts leave out both embedding matrices (GLM-4.5: 32B active)
     for model, active in ((air, "12"), (glm, "32")):
         assert within_published_rounding(model.active_param_count - 2 * model.vocab * model.hidden, active)
+
+
+def test_dots_llm1_reads_deepseeks_expert_keys_with_qwen3s_attention():
+    dots = family("dots-llm1")
+    assert (dots.experts, dots.top_k, dots.shared_experts, dots.dense_layers) == (128, 6, 2, 1)
+    assert dots.qk_norm and dots.kv_heads == dots.heads == 32 and not dots.qkv_bias
+    # the dots.llm1 model card: 142B total, 14B active
+    assert within_published_rounding(dots.param_count, "142") and within_published_rounding(dots.active_param_count, "14")
 
 
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
