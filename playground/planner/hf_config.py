@@ -44,6 +44,10 @@ Which keys are read, by ``model_type``:
   ``first_k_dense_replace``) on grouped-query attention, with ``attention_bias`` on Q, K and V only,
   ``use_qk_norm``, and a per-expert routing bias; the MTP layers are not counted.  dots1 (rednote's
   dots.llm1): the same keys, with Qwen3's per-head Q/K norms always.
+* ernie4_5_moe (Baidu's ERNIE 4.5 MoE): the Llama keys for attention and the dense layers, ``use_bias``
+  (default false) for every linear layer, and its own expert keys (``hf_keys.ernie_moe``:
+  ``moe_num_experts``, ``moe_k``, ``moe_num_shared_experts``, the MoE layers' range); the MTP layer
+  (``num_nextn_predict_layers``) is not counted.
 * nemotron: the Llama keys with a squared-ReLU MLP (``relu2``, not gated) and LayerNorm; gpt_neox: the
   Llama keys with LayerNorm and biases throughout (``attention_bias``, default true); starcoder2: the
   same, its biases set by ``use_bias`` (default true), its GELU MLP not gated, and every layer attending
@@ -51,11 +55,11 @@ Which keys are read, by ``model_type``:
 * phimoe (Phi-3.5-MoE): Mixtral's keys, with LayerNorm; ``attention_bias`` puts biases on Q, K and V
   (counted) and on the output projection (h a layer, not counted), ``lm_head_bias`` one on the logits
   (not counted either: together 0.0004% of Phi-3.5-MoE).
-* gpt2, mpt, falcon, which spell their shape otherwise (``n_layer``, ``d_model``, ``multi_query`` ...):
-  ``playground.planner.hf_families`` reads them.
+* gpt2, mpt, falcon, bloom, dbrx, which spell their shape otherwise (``n_layer``, ``d_model``,
+  ``multi_query``, ``ffn_config`` ...): ``playground.planner.hf_families`` reads them.
 * A config whose ``model_type`` the planner does not know but which carries expert keys
-  (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_intermediate_size``) is refused:
-  read as a dense Llama it would be counted without its experts.
+  (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_num_experts``,
+  ``moe_intermediate_size``) is refused: read as a dense Llama it would be counted without its experts.
 * A config whose layers are not all attention is refused, naming the keys that say so: Mamba and other
   state-space layers (``mamba_*``, ``ssm_*``, ``hybrid_override_pattern``, ``attn_layer_period``:
   Jamba, Falcon-H1, Nemotron-H), linear attention (``linear_num_key_heads``, ``full_attention_interval``,
@@ -83,7 +87,7 @@ from pathlib import Path
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
-from playground.planner.hf_keys import (Keys, deepseek, llama4, mlp_is_gated, qwen_moe, refuse_other_mixers,
+from playground.planner.hf_keys import (Keys, deepseek, ernie_moe, llama4, mlp_is_gated, qwen_moe, refuse_other_mixers,
                                         require_gelu, routing_groups, sliding_window)
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
@@ -92,10 +96,10 @@ LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qw
                "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe")
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1")
+OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
-EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
+EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
@@ -176,8 +180,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(qkv_bias=bias, proj_bias=bias)
     elif kind in ("glm4_moe", "dots1"):  # biases on Q, K and V only
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
-    elif kind in ("gpt_neox", "starcoder2"):  # biases on every linear layer unless the config says not
-        bias = keys.bool("attention_bias" if kind == "gpt_neox" else "use_bias", True)
+    elif kind in ("gpt_neox", "starcoder2", "ernie4_5_moe"):  # biases on every linear layer, or on none
+        bias = keys.bool("attention_bias" if kind == "gpt_neox" else "use_bias", kind != "ernie4_5_moe")
         shape.update(qkv_bias=bias, proj_bias=bias)
     elif kind == "phimoe":  # Q, K and V biases counted; the output projection's (h a layer) is not
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
@@ -207,6 +211,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(experts=keys.int("num_local_experts"), top_k=top_k, moe_ffn=shape["ffn"], router_bias=True)
     elif kind == "llama4_text":
         shape.update(llama4(keys, layers, shape["ffn"]))
+    elif kind == "ernie4_5_moe":
+        shape.update(ernie_moe(keys, layers))
     elif kind in ("glm4_moe", "dots1"):
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),

@@ -7,7 +7,7 @@
   counted as a pure transformer.
 * The keys only some families carry, each read into ``Model`` fields: ``qwen_moe`` (Qwen2/3-MoE's
   experts, shared expert and dense layers), ``deepseek`` (MLA and DeepSeek's MoE), ``llama4``
-  (interleaved MoE layers), ``routing_groups`` (group-limited routing), ``mlp_is_gated`` (the MLP's
+  (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range), ``routing_groups`` (group-limited routing), ``mlp_is_gated`` (the MLP's
   activation), ``require_gelu`` (Gemma's GeGLU) and ``sliding_window`` (which layers attend over a
   window only).
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from playground.planner.errors import PlanError
 
-__all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "llama4", "routing_groups", "mlp_is_gated",
-           "require_gelu", "sliding_window"]
+__all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "llama4", "ernie_moe", "routing_groups",
+           "mlp_is_gated", "require_gelu", "sliding_window"]
 
 GATED_ACTS = ("silu", "swiglu", "swish")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2")
@@ -37,7 +37,7 @@ PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden si
            "n_layers": "the layer count", "d_model": "the hidden size", "n_heads": "the attention heads",
            "max_seq_len": "the position table", "n_embed": "the hidden size",
            "moe_num_experts": "the expert count", "moe_top_k": "the experts per token",
-           "ffn_hidden_size": "the expert width",
+           "ffn_hidden_size": "the expert width", "moe_k": "the experts per token",
            "num_local_experts": "the expert count", "num_experts": "the expert count",
            "n_routed_experts": "the expert count", "num_experts_per_tok": "the experts per token",
            "moe_intermediate_size": "the expert width", "kv_lora_rank": "MLA's key/value rank",
@@ -132,6 +132,22 @@ def llama4(keys: Keys, layers: int, expert_width: int) -> dict:
     return dict(experts=keys.int("num_local_experts"), top_k=keys.int("num_experts_per_tok"), moe_ffn=expert_width,
                 shared_experts=1, dense_layers=dense,
                 ffn=keys.int("intermediate_size_mlp") if dense else expert_width)
+
+
+def ernie_moe(keys: Keys, layers: int) -> dict:
+    """ERNIE 4.5: ``moe_num_experts`` experts of ``moe_intermediate_size``, ``moe_k`` a token, and
+    ``moe_num_shared_experts`` of the same width beside them, in the layers from ``moe_layer_start_index``
+    to ``moe_layer_end_index`` (-1: the last) every ``moe_layer_interval``-th; an aux-free router
+    (``moe_use_aux_free``) keeps a per-expert bias.  The dense layers are counted into ``dense_layers``."""
+    start, interval = keys.int("moe_layer_start_index", 0, least=0), keys.int("moe_layer_interval", 1)
+    end = keys.get("moe_layer_end_index", -1)
+    if isinstance(end, bool) or not isinstance(end, int) or end < -1:
+        raise PlanError(f"{keys.source}: 'moe_layer_end_index' must be a layer number or -1, got {end!r}")
+    end = layers - 1 if end == -1 else end
+    moe = sum(1 for i in range(layers) if start <= i <= end and (i + 1) % interval == 0)
+    return dict(experts=keys.int("moe_num_experts"), top_k=keys.int("moe_k"), moe_ffn=keys.int("moe_intermediate_size"),
+                shared_experts=keys.int("moe_num_shared_experts", 0, least=0), dense_layers=layers - moe,
+                router_bias=keys.bool("moe_use_aux_free", False))
 
 
 def routing_groups(keys: Keys) -> dict:

@@ -231,7 +231,8 @@ def test_unknown_preset_lists_the_known_ones():
 # planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
 # zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
-# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b, rednote-hilab/dots.llm1.base
+# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b, rednote-hilab/dots.llm1.base,
+# baidu/ERNIE-4.5-21B-A3B-PT
 FAMILIES = CONFIGS / "families"
 
 
@@ -289,6 +290,21 @@ def test_dots_llm1_reads_deepseeks_expert_keys_with_qwen3s_attention():
     assert dots.qk_norm and dots.kv_heads == dots.heads == 32 and not dots.qkv_bias
     # the dots.llm1 model card: 142B total, 14B active
     assert within_published_rounding(dots.param_count, "142") and within_published_rounding(dots.active_param_count, "14")
+
+
+def test_ernie_reads_its_own_expert_keys_and_the_range_of_its_moe_layers():
+    ernie = family("ernie-4.5-21b-a3b")
+    assert (ernie.experts, ernie.top_k, ernie.shared_experts, ernie.dense_layers) == (64, 6, 2, 1)
+    assert ernie.shared_width == 2 * ernie.expert_width == 3072 and ernie.tied_embeddings
+    # the ERNIE 4.5 model card: 21B total (21.8B on its page), 3B active without the (tied) embedding
+    assert within_published_rounding(ernie.param_count, "21.8")
+    assert within_published_rounding(ernie.active_param_count - ernie.vocab * ernie.hidden, "3")
+    config = json.loads((FAMILIES / "ernie-4.5-21b-a3b" / "config.json").read_text())
+    every = model_from_hf_dict(config | {"moe_layer_start_index": 0, "moe_layer_end_index": -1})
+    halves = model_from_hf_dict(config | {"moe_layer_end_index": -1, "moe_layer_interval": 2})
+    assert (every.dense_layers, halves.dense_layers) == (0, 14)
+    with pytest.raises(PlanError, match="'moe_layer_end_index' must be a layer number or -1"):
+        model_from_hf_dict(config | {"moe_layer_end_index": "last"})
 
 
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
