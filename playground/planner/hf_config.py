@@ -81,6 +81,8 @@ never trained past its positions), and ``Model.seq_len_from`` says so.  Only for
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,11 +107,12 @@ LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "interm
 
 
 def read_hf_config(path, seq_len: int | None = None) -> Model:
-    """Read ``path`` (a config.json, or a folder holding one) into a ``Model`` trained at ``seq_len``
-    (default: 8,192, or the config's max_position_embeddings when shorter)."""
-    path = Path(path)
+    """Read ``path`` (a config.json, a folder holding one, or a Hugging Face repo id found in the local
+    hub cache) into a ``Model`` trained at ``seq_len`` (default: 8,192, or the config's
+    max_position_embeddings when shorter)."""
+    path, repo_id = Path(path), None
     if not path.exists():
-        raise PlanError(f"no such file or folder: {path}")
+        path, repo_id = _from_hub_cache(str(path)), str(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise PlanError(f"folder {path} has no config.json")
@@ -122,8 +125,31 @@ def read_hf_config(path, seq_len: int | None = None) -> Model:
         raise PlanError(f"{path} is not valid JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
     if not isinstance(cfg, dict):
         raise PlanError(f"{path} holds a JSON {type(cfg).__name__}, not an object")
-    fallback = path.parent.name if path.name == "config.json" else path.stem  # a folder, or a renamed file
+    fallback = repo_id or (path.parent.name if path.name == "config.json" else path.stem)  # a folder, a renamed file
     return model_from_hf_dict(cfg, seq_len, name=_name_in(cfg) or fallback, source=str(path))
+
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _from_hub_cache(name: str) -> Path:
+    """A Hugging Face repo id (``owner/name``) that is not a path here: its config.json from the local hub
+    cache (``HF_HUB_CACHE``, ``HF_HOME``/hub or ~/.cache/huggingface/hub), the snapshot ``refs/main`` names
+    or else the newest; the planner never downloads.  Anything else: a one-line error."""
+    if not REPO_ID.match(name) or name.endswith(".json"):
+        raise PlanError(f"no such file or folder: {name}")
+    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
+                                                       Path.home() / ".cache" / "huggingface") / "hub")
+    repo = hub / ("models--" + name.replace("/", "--"))
+    main = repo / "refs" / "main"
+    snapshots = [repo / "snapshots" / main.read_text().strip()] if main.is_file() else \
+        sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for snapshot in snapshots:
+        if (snapshot / "config.json").is_file():
+            return snapshot / "config.json"
+    raise PlanError(f"no such file or folder: {name}, nor a config.json for that Hugging Face repo in {hub} (the "
+                    f"planner reads offline: fetch it with `hf download {name} config.json`, or pass "
+                    "the file's path)")
 
 
 def model_from_hf_dict(cfg: dict, seq_len: int | None = None, name: str = "", *, source: str = "config.json") -> Model:

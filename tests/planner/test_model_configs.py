@@ -84,6 +84,26 @@ def write(tmp_path, text, name="config.json"):
     return path
 
 
+def test_a_repo_id_is_read_from_the_local_hub_cache_and_never_downloaded(tmp_path, monkeypatch):
+    """``--hf-config meta-llama/Meta-Llama-3-8B``: the snapshot refs/main names in the hub cache; a repo
+    that is not there gets one line saying how to fetch its config.json."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    snapshot = tmp_path / "models--meta-llama--Meta-Llama-3-8B" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    llama = json.loads((CONFIGS / "llama3-8b" / "config.json").read_text())
+    llama.pop("_name_or_path", None)
+    (snapshot / "config.json").write_text(json.dumps(llama))
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    model = read_hf_config("meta-llama/Meta-Llama-3-8B")
+    assert model == read_hf_config(CONFIGS / "llama3-8b") and model.name == "meta-llama/Meta-Llama-3-8B"
+    with pytest.raises(PlanError, match=r"^no such file or folder: Qwen/Qwen3-8B, nor a config.json for that "
+                                        r"Hugging Face repo in .*hf download Qwen/Qwen3-8B config.json"):
+        read_hf_config("Qwen/Qwen3-8B")
+    with pytest.raises(PlanError, match=r"^no such file or folder: configs/none.json$"):
+        read_hf_config("configs/none.json")
+
+
 def test_hf_config_errors_name_the_problem(tmp_path):
     with pytest.raises(PlanError, match="no such file or folder: .*nowhere"):
         read_hf_config(tmp_path / "nowhere")
