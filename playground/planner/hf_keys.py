@@ -22,7 +22,8 @@ __all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "llama4", "ern
            "mlp_is_gated", "require_gelu", "sliding_window"]
 
 GATED_ACTS = ("silu", "swiglu", "swish")
-PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2")
+PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2",
+              "xielu")   # xIELU: Apertus's learned activation, on an MLP without a gate
 # keys that say some layers mix tokens without attention: Mamba and other state-space layers (Jamba,
 # Falcon-H1, Nemotron-H, Granite 4, Zamba), linear attention (Qwen3-Next, MiniMax-01), short convolutions (LFM2)
 MIXER_PREFIXES = ("mamba_", "ssm_", "linear_num_", "linear_key_", "linear_value_", "linear_conv_")

@@ -239,6 +239,18 @@ def test_nemotron_squared_relu_is_a_plain_mlp_with_layernorm():
     assert not model.gated_mlp and model.norm == "layernorm" and model.kv_head_count == 8
 
 
+def test_apertus_xielu_is_a_plain_mlp_and_an_unknown_activation_is_refused():
+    """Apertus 8B (its model card: 8.05B): no gate on its xIELU MLP; an activation the planner does not know
+    is named, not guessed."""
+    apertus = {"model_type": "apertus", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+               "num_key_value_heads": 8, "intermediate_size": 21504, "hidden_act": "xielu", "vocab_size": 131072,
+               "tie_word_embeddings": False}
+    model = model_from_hf_dict(apertus)
+    assert not model.gated_mlp and within_published_rounding(model.param_count, "8.05")
+    with pytest.raises(PlanError, match="hidden_act 'snake' is not one the planner knows"):
+        model_from_hf_dict(apertus | {"hidden_act": "snake"})
+
+
 def test_unknown_preset_lists_the_known_ones():
     with pytest.raises(PlanError) as err:
         preset("gpt-5")
