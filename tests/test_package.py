@@ -47,7 +47,8 @@ PLANNER_FLOORS = (
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
     {"published_bridge", "published_bridge_ab"},  # their MoE rows reuse the shapes of the Model Zoo's and AutoModel's
     {"published_bridge_2509", "published_bridge_2604", "published_bridge_2606",  # other releases' tables, read with the same row builder
-     "published_moe_report"},  # and the Megatron-Core MoE report's runs, on the same racks
+     "published_moe_report", "published_moe_recipes"},  # the Megatron-Core MoE report's runs and Megatron-LM's
+    # MoE recipes, on the same racks
     {"step_time", "published_layouts", "published_stacks", "overlap"},
     {"layout_search", "step_range", "mfu_ceiling", "published_zero_bubble"},  # the last replays schedules
     {"capacity_inputs",  # what a plan is asked about: the numbers checked, the model resolved

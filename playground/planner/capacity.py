@@ -54,12 +54,14 @@ def _counted(m: Model) -> str:
     return "counted, windowed" if m.local_layers and m.attended_keys(True) < m.seq_len else "counted"
 
 
-def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None, days: float | None = None) -> list[str]:
+def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None, days: float | None = None,
+                 dense: bool = False) -> list[str]:
     """A line when the plan's MFU passes the highest a published run on its GPU architecture reached
     in its precision (``mfu_ceiling``), measured against that precision's peak: an FP8 plan's MFU of
     the bf16 peak is not compared with a bf16 run's.  With the plan's days, also the days the run takes
-    at that highest MFU (days go as 1 / MFU), the figure to plan with if no run has done better."""
-    ceiling = mfu_ceiling(spec, dtype, gpus)
+    at that highest MFU (days go as 1 / MFU), the figure to plan with if no run has done better.  A dense plan
+    is held to dense runs."""
+    ceiling = mfu_ceiling(spec, dtype, gpus, dense)
     of_peak = mfu * spec.peak_bf16_flops / peak_flops(spec, dtype)
     if ceiling is None or of_peak <= ceiling["mfu"]:
         return []
@@ -69,7 +71,8 @@ def _mfu_warning(mfu: float, spec, dtype: str, gpus: int | None, days: float | N
         return [f"{said} is above {ceiling['mfu']:.3f}, the highest published for a run of "
                 f"{LARGE_RUN_GPUS:,}+ GPUs ({ceiling['run']}){at_ceiling}"]
     return [f"{said} is above {ceiling['mfu']:.2f}{' of the FP8 peak' if dtype == 'fp8' else ''}, the most any of "
-            f"the {ceiling['runs']} published {dtype.upper() if dtype == 'fp8' else dtype} runs {ceiling['scope']} "
+            f"the {ceiling['runs']} published {'dense ' if dense else ''}{dtype.upper() if dtype == 'fp8' else dtype} "
+            f"runs {ceiling['scope']} "
             f"that chapter 6 replays reached ({ceiling['run']}){at_ceiling}"]
 
 
@@ -246,7 +249,7 @@ def plan(params=None, active_params=None, tokens=None, compute=None, model: Mode
     better, split_note = split_advice(m, cluster, layout, global_batch, tokens, gpu_hours, efficiency or EFFICIENCY,
                                       knobs) if source == "found by the search" else ([], None)
     opt_N, opt_D = chinchilla_optimal(6 * N_active * tokens)
-    warnings += _mfu_warning(mfu_out, spec, layout.dtype, gpus, days)
+    warnings += _mfu_warning(mfu_out, spec, layout.dtype, gpus, days, dense=not m.is_moe)
     if tokens < TOKENS_PER_PARAM / 2 * N_active:
         warnings.append(f"{tokens / N_active:.1f} tokens per parameter: far below the ~{TOKENS_PER_PARAM:.0f} "
                         f"that is compute-optimal; the same FLOPs would buy a {opt_N / 1e9:.3g}B model "

@@ -6,7 +6,8 @@ count FLOPs here, so the two can never disagree on what a step costs.
 
 from __future__ import annotations
 
-__all__ = ["flops_per_token", "megatron_flops_per_iteration", "megatron_core_flops_per_token"]
+__all__ = ["flops_per_token", "megatron_flops_per_iteration", "megatron_core_flops_per_token",
+           "megatron_moe_flops_per_token"]
 
 
 def flops_per_token(active_params: float, recompute: str = "none", recompute_share: float = 1.0) -> float:
@@ -49,3 +50,29 @@ def megatron_core_flops_per_token(model) -> float:
     attention = (1 + model.kv_head_count / model.heads + s / h) * query_share
     mlp = model.ffn_width / h * (1.5 if model.gated_mlp else 1)
     return 12 * l * h * h * (attention + mlp + model.vocab / (2 * l * h))
+
+
+def megatron_moe_flops_per_token(model, mtp_layers: int = 0) -> float:
+    """FLOPs per token as Megatron-Core v0.16 and later counts a training step, no recomputation (its
+    ``num_floating_point_operations``, ``transformer_flops``): every GEMM three times (forward, wgrad, dgrad) at
+    2 FLOPs a multiply-add; a token's routed experts (top k) and shared experts; MLA through its low-rank paths;
+    causal attention counted half, 6 a d s a layer (s for each earlier key, over 2, for QK^T and PV); the
+    multi-token-prediction layers as more layers of the last kind (an MoE for DeepSeek-V3), with their
+    projection, norms and output head.  The vocabulary taken as the config's (Megatron pads it to a multiple
+    of 128 TP; DeepSeek-V3's and Qwen3's already are).  Turns a Megatron-LM source's TFLOP/s back into tokens/s."""
+    h, a, s, gated = model.hidden, model.heads, model.seq_len, 3 if model.gated_mlp else 2
+    moe_layers = model.moe_layers + (mtp_layers if model.is_moe else 0)
+    dense_layers = model.layers + mtp_layers - moe_layers
+    mlp = h * gated * (model.ffn_width * dense_layers
+                       + (model.expert_width * model.top_k + model.shared_width) * moe_layers)
+    if model.is_mla:
+        nope, rope, v = model.head_size - model.qk_rope_dim, model.qk_rope_dim, model.value_head_size
+        q = model.q_lora_rank * (h + a * (nope + rope) + 1) if model.q_lora_rank else h * a * (nope + rope)
+        linear = q + model.kv_lora_rank * (h + a * (nope + v) + 1) + h * rope + a * v * h
+        core = a * (nope + rope) / 2 + a * v / 2
+    else:
+        query, kv = a * model.head_size, model.kv_head_count * model.head_size
+        linear, core = h * (query + 2 * kv) + query * h, query
+    attention = (model.layers + mtp_layers) * (linear + s * core)
+    mtp = mtp_layers * (3 * h + 2 * h * h)
+    return 6 * (mlp + attention + mtp + h * model.vocab * (mtp_layers + 1))

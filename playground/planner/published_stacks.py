@@ -38,6 +38,7 @@ from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
 from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
 from playground.planner.published_bridge_2606 import MEGATRON_BRIDGE_2606
+from playground.planner.published_moe_recipes import MEGATRON_MOE_RECIPES
 from playground.planner.published_moe_report import MCORE_MOE_REPORT
 from playground.planner.published_nemo import NEMO_2403_LONG, NEMO_2407, NEMO_2409_DGXC
 from playground.planner.published_zoo import DEEPSEEK_V3, MOE_MODEL_ZOO
@@ -45,7 +46,7 @@ from playground.planner.published_row import PublishedStackRun, llama31, publish
 
 __all__ = ["PublishedStackRun", "TORCHTITAN", "FMS_FSDP", "MEGATRON_BRIDGE", "MEGATRON_BRIDGE_B200",
            "MEGATRON_BRIDGE_2604", "MEGATRON_BRIDGE_2606", "MCORE_MOE_REPORT", "AUTOMODEL_2604", "BRIDGE_EP_OVERLAP_AB", "MEGATRON_BRIDGE_2509", "HELD_OUT", "HELD_OUT_BAND",
-           "HELD_OUT_FIRST_REPLAY", "MOE_MODEL_ZOO",
+           "HELD_OUT_FIRST_REPLAY", "MOE_MODEL_ZOO", "MEGATRON_MOE_RECIPES",
            "ZERO3_TABLE2", "OPT_175B", "LLM_FOUNDRY", "STACK_RUNS", "NOT_REPRESENTABLE", "published_metric"]
 
 
@@ -246,11 +247,12 @@ OPT_175B = PublishedStackRun(
 # the held-out sets: read after everything else and replayed before anything in the model was changed
 # for them (each module's docstring records that first replay); the check holds them within +-25%
 HELD_OUT = {"Megatron-Bridge 26.04.01": MEGATRON_BRIDGE_2604, "NeMo AutoModel 2026-04": AUTOMODEL_2604,
-            "Megatron-Bridge 26.06": MEGATRON_BRIDGE_2606, "Megatron-Core MoE report (v0.16)": MCORE_MOE_REPORT}
+            "Megatron-Bridge 26.06": MEGATRON_BRIDGE_2606, "Megatron-Core MoE report (v0.16)": MCORE_MOE_REPORT,
+            "Megatron-LM MoE recipes": MEGATRON_MOE_RECIPES}
 HELD_OUT_BAND = 0.25
 # each held-out run's predicted / published throughput at its first replay, before anything in the model was
 # changed for it (recorded then in published_bridge_2604's, published_automodel's, published_bridge_2606's and
-# published_moe_report's notes)
+# published_moe_report's notes; published_moe_recipes' ratios are these)
 HELD_OUT_FIRST_REPLAY = {
     "LLAMA3_70B, 64 H100, TP 4 PP 8 VP 5, FP8-CS, 26.04.01": 0.86,
     "LLAMA3.1_405B, 1024 H100, TP 8 PP 8 CP 2 VP 8, FP8-CS, 26.04.01": 0.87,
@@ -289,6 +291,20 @@ HELD_OUT_FIRST_REPLAY = {
     "Qwen3-235B, 256 GB200, TP 1 PP 4 EP 32 VPP 12, BF16": 1.0763,
     "Qwen3-235B, 256 H100, TP 2 PP 8 EP 32 VPP 4, BF16": 0.8801,
     "Qwen3-235B, 128 GB300, TP 4 PP 4 CP 4 EP 32 VPP 12, MXFP8, 128K": 0.7763,
+    "DeepSeek-V3, 256 B200, TP 1 PP 8 EP 32 VP 2, MXFP8": 0.9918,
+    "DeepSeek-V3, 256 GB200, TP 1 PP 4 EP 64 VP 4, MXFP8, partial CG": 1.0539,
+    "DeepSeek-V3, 256 GB300, TP 1 PP 4 EP 64 VP 4, MXFP8, partial CG": 0.9045,
+    "Qwen3-235B, 256 H100, TP 2 PP 8 EP 32 VP 4, BF16": 1.2707,
+    "Qwen3-235B, 128 B200, TP 2 PP 4 EP 16 VP 12, MXFP8": 1.3463,
+    "Qwen3-235B, 128 B300, TP 2 PP 1 EP 16, MXFP8, partial CG": 1.0949,
+    "Qwen3-235B, 128 GB200, TP 1 PP 1 EP 64, MXFP8, full CG": 0.7451,
+    "Qwen3-235B, 128 GB200, TP 1 PP 1 EP 64, MXFP8, partial CG": 0.8151,
+    "Qwen3-235B, 128 GB300, TP 1 PP 1 EP 64, MXFP8, full CG": 0.6606,
+    "Qwen3-30B, 32 H100, TP 1 PP 1 EP 8, FP8-BLK, partial CG": 1.2768,
+    "Qwen3-30B, 32 H100, TP 1 PP 1 EP 8, BF16": 1.2549,
+    "Qwen3-30B, 16 GB200, TP 1 PP 1 EP 16, BF16": 1.3782,
+    "Qwen3-30B, 16 GB200, TP 1 PP 1 EP 16, MXFP8, partial CG": 1.4895,
+    "Qwen3-30B, 16 GB200, TP 1 PP 1 EP 16, MXFP8, full CG": 1.2512,
 }
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \

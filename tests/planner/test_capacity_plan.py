@@ -221,12 +221,12 @@ def test_inferred_shape_is_todays_and_keeps_the_parameter_count():
 
 def test_fantasy_plans_are_flagged():
     warn = lambda **kw: " | ".join(cp.plan(**kw)["warnings"])  # noqa: E731
-    assert "the most any of the 67 published bf16 runs on Hopper GPUs" in \
+    assert "the most any of the 50 published dense bf16 runs on Hopper GPUs" in \
         warn(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
     assert "the highest published for a run of 10,000+ GPUs" in warn(params=7e11, tokens=1e13, gpus=16384, mfu=0.6)
     # and the days at the highest published MFU: days go as 1 / MFU
     fantasy = cp.plan(params=7e9, tokens=1e12, gpus=64, mfu=0.9)
-    ceiling = mfu_ceiling(hardware.gpu("H100"), "bf16", 64)["mfu"]
+    ceiling = mfu_ceiling(hardware.gpu("H100"), "bf16", 64, dense=True)["mfu"]
     assert fantasy["warnings"][0].endswith(f"at {ceiling:.2f} the run takes {fantasy['days'] * 0.9 / ceiling:.3g} days")
     assert "tokens per parameter" in warn(params=70e9, tokens=100e9, gpus=64, mfu=0.4)
     assert "calendar" in warn(params=70e9, tokens=1.4e12, gpus=8, mfu=0.4)
@@ -262,9 +262,9 @@ def test_an_fp8_plan_is_held_to_fp8_runs_against_the_fp8_peak():
     against the FP8 peak and the FP8 runs: Llama 3 8B at TP 2 is within them, and so at TP 1 at the
     sourced FP8 rate, but above them with FP8 GEMMs claimed at DeepGEMM's best (0.78 of the peak, as a
     results file might measure) and fast accumulation in the backward too."""
-    fp8 = mfu_ceiling(hardware.gpu("H100"), "fp8")
+    fp8 = mfu_ceiling(hardware.gpu("H100"), "fp8", dense=True)
     assert fp8["mfu"] == max(r["mfu"] for r in published_mfus()
-                             if r["dtype"] == "fp8" and hardware.gpu(r["gpu"]).architecture == "hopper")
+                             if r["dtype"] == "fp8" and hardware.gpu(r["gpu"]).architecture == "hopper" and not r["moe"])
     assert fp8["scope"] == "on Hopper GPUs" and 0.4 < fp8["mfu"] < 0.45
     within = cp.plan(model="llama3-8b", gpus=64, tokens=1e12, tp=2, dtype="fp8")
     sourced = cp.plan(model="llama3-8b", gpus=64, tokens=1e12, tp=1, dtype="fp8")
@@ -273,15 +273,27 @@ def test_an_fp8_plan_is_held_to_fp8_runs_against_the_fp8_peak():
     assert not [w for w in sourced["warnings"] if w.startswith("MFU")]
     assert within["mfu"] > 0.6 and not [w for w in within["warnings"] if w.startswith("MFU")]
     [line] = [w for w in above["warnings"] if w.startswith("MFU")]
-    assert "of the FP8 peak" in line and "71 published FP8 runs on Hopper GPUs" in line
+    assert "of the FP8 peak" in line and "60 published dense FP8 runs on Hopper GPUs" in line
 
 
 def test_a_bf16_plan_of_10000_gpus_is_held_to_the_highest_mfu_published_at_that_scale():
     small, large = (mfu_ceiling(hardware.gpu("H100"), "bf16", gpus) for gpus in (512, 16384))
     assert small["mfu"] > MAX_REPORTED_MFU and not small["large_run"]
     assert large["mfu"] == MAX_REPORTED_MFU and "MegaScale" in large["run"]
-    assert mfu_ceiling(hardware.gpu("B200"), "bf16")["scope"] == "on any GPU"   # one Blackwell bf16 run: too few
-    assert mfu_ceiling(hardware.gpu("B200"), "fp8")["scope"] == "on Blackwell GPUs"   # five FP8 runs
+    # Blackwell's five bf16 runs are all MoE: enough to bound a MoE plan there, none to bound a dense one
+    moe_ceiling, dense_ceiling = (mfu_ceiling(hardware.gpu("B200"), "bf16", dense=dense) for dense in (False, True))
+    assert (moe_ceiling["scope"], moe_ceiling["runs"]) == ("on Blackwell GPUs", 5) and moe_ceiling["mfu"] < 0.4
+    assert dense_ceiling["scope"] == "on any GPU" and dense_ceiling["mfu"] > 0.6
+    assert mfu_ceiling(hardware.gpu("B200"), "fp8", dense=True)["scope"] == "on Blackwell GPUs"   # eight dense FP8 runs
+
+
+def test_a_dense_plan_is_held_to_dense_runs_and_a_moe_plan_to_every_run():
+    """A mixture of experts reaches a lower MFU of its active parameters: a dense Llama 3 70B on B200s is not warned
+    against Blackwell's bf16 MoE runs (0.37 at most), and no published run passes the ceiling of its own kind."""
+    dense = cp.plan(model="llama3-70b", gpu="B200", gpus=1024, tokens=15e12)
+    assert dense["mfu"] > 0.4 and not [w for w in dense["warnings"] if w.startswith("MFU")]
+    for run in published_mfus():
+        assert run["mfu"] <= mfu_ceiling(hardware.gpu(run["gpu"]), run["dtype"], run["gpus"], not run["moe"])["mfu"]
 
 
 def test_runs_say_what_kind_of_check_they_are():

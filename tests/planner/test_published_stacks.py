@@ -323,20 +323,23 @@ def test_the_held_out_check_counts_what_the_issue_holds_it_to():
     """The held-out runs are held within +-25% and to fitting as read; the benchmark reports what the
     check counts from the same replay as the visible rows, and each held-out run is one of those rows.
     What chapter 6 says of the replay holds: every dense held-out run within +-20%, the misses MoE, and every
-    MoE run replayed from a whole-iteration CUDA graph (26.06's on GB200s, GB300s and B300s) within +-20% too."""
+    MoE run of 26.06 replayed from a whole-iteration CUDA graph (on GB200s, GB300s and B300s) within +-20% too;
+    Megatron-LM's graphed recipes not (EP 64 over 128 rack GPUs predicted too slow, Qwen3-30B-A3B too fast)."""
     from playground.bench.throughput import per_stack
     from playground.planner.published_stacks import HELD_OUT, HELD_OUT_BAND, STACK_RUNS
     from playground.planner.replay import held_out_table
     held = held_out_table()
     summary, rows = held["summary"], held["rows"]
     runs = [run for group in HELD_OUT.values() for run in group]
-    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 37 and set(runs) <= set(STACK_RUNS)
+    assert HELD_OUT_BAND == 0.25 and summary["rows"] == len(runs) == 51 and set(runs) <= set(STACK_RUNS)
     assert per_stack()["held_out"] == summary and all("(held out)" in run.stack for run in runs)
     dense = [r for r in rows if not r["moe"]]
     assert len(dense) == 8 and all(abs(r["ratio"] - 1) <= 0.20 for r in dense)
     assert all(r["moe"] for r in rows if abs(r["ratio"] - 1) > HELD_OUT_BAND)
-    graphed = {run.name for run in runs if run.model.is_moe and run.layout.moe_launch == "graphed"}
+    graphed = {run.name for run in HELD_OUT["Megatron-Bridge 26.06"] if run.model.is_moe and run.layout.moe_launch == "graphed"}
     assert len(graphed) == 10 and all(abs(r["ratio"] - 1) <= 0.20 for r in rows if r["name"] in graphed)
+    recipes = {r["name"]: r["ratio"] for r in rows if r["source"] == "Megatron-LM MoE recipes" and "full CG" in r["name"]}
+    assert len(recipes) == 3 and all(abs(ratio - 1) > 0.20 for ratio in recipes.values())
 
 
 def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omits():
@@ -356,7 +359,7 @@ def test_every_held_out_run_is_judged_to_fit_as_read_and_with_what_its_table_omi
     held = held_out_table()
     runs = {run.name: run for runs in HELD_OUT.values() for run in runs}
     assert all(r["fits"] and not runs[r["name"]].memory_misfit for r in held["rows"])
-    assert held["summary"]["fit_as_unstated"] == held["summary"]["judged_to_fit"] == len(held["rows"]) == 37
+    assert held["summary"]["fit_as_unstated"] == held["summary"]["judged_to_fit"] == len(held["rows"]) == 51
     qwen3 = runs["Qwen3-235B, 256 GB200, TP 1 PP 4 EP 64 VPP 6, MXFP8"]
     assert qwen3.layout.offload_modules == ("expert_fc1",) and "offload_modules" in qwen3.unstated
     kept = replace(qwen3.layout, offload_modules=())
@@ -387,7 +390,8 @@ def test_every_held_out_run_keeps_its_first_replay_beside_todays():
     assert set(HELD_OUT_FIRST_REPLAY) == {run.name for runs in HELD_OUT.values() for run in runs}
     held = held_out_table()
     assert all(r["first_replay"] == HELD_OUT_FIRST_REPLAY[r["name"]] for r in held["rows"])
-    assert held["summary"]["first_within_band"] == 5 + 13 + 9   # 26.04.01 and AutoModel's, 26.06's, the MoE report's
+    # 26.04.01 and AutoModel's, 26.06's, the MoE report's, Megatron-LM's MoE recipes'
+    assert held["summary"]["first_within_band"] == 5 + 13 + 9 + 5
 
 
 def test_the_moe_reports_runs_take_appendix_b_as_read():
@@ -469,14 +473,17 @@ def test_megatron_cores_moe_rows_launch_their_experts_as_transformer_engine_does
     """Every Megatron-Core MoE run whose layer is not replayed from a CUDA graph issues each grouped GEMM as a
     cuBLASLt GEMM per local expert (Transformer Engine's GroupedLinear by default: moe_launch multi_stream); the
     stacks with their own grouped kernels (torchtitan, NeMo AutoModel, DeepSeek's) keep one kernel a matrix; the
-    range spans the launch wherever a table leaves it unstated."""
+    range spans the launch wherever its host launches anything."""
     from playground.planner.published_stacks import STACK_RUNS
     moe = [run for run in STACK_RUNS if run.model.is_moe]
     megatron = [run for run in moe if run.stack.startswith("Megatron")]
-    assert len(megatron) == 47
+    assert len(megatron) == 61
     assert {run.layout.moe_launch for run in megatron} == {"multi_stream", "graphed"}
     assert all(run.layout.moe_launch != "multi_stream" for run in moe if run not in megatron)
-    assert all("moe_launch" in run.unstated for run in megatron if run.stack != "Megatron-Bridge EP-overlap A/B")
+    # Megatron-LM's recipes state their graphs: a full-iteration one leaves the host nothing to launch
+    stated = [run for run in megatron if run.stack == "Megatron-Bridge EP-overlap A/B"
+              or (run.stack.startswith("Megatron-LM MoE recipes") and run.layout.moe_launch == "graphed")]
+    assert len(stated) == 2 + 3 and all("moe_launch" in run.unstated for run in megatron if run not in stated)
 
 
 def test_the_replay_spread_over_the_cores_gives_each_row_what_one_process_gives_it():
@@ -484,3 +491,47 @@ def test_the_replay_spread_over_the_cores_gives_each_row_what_one_process_gives_
     from playground.planner.replay import _stack_row
     picks = [0, len(STACK_RUNS) // 2, len(STACK_RUNS) - 1]
     assert on_every_core(_stack_row, picks) == [_stack_row(i) for i in picks]
+
+
+def test_megatron_cores_flop_count_gives_what_the_moe_reports_figures_imply():
+    """Megatron-Core v0.16's count (causal attention half, DeepSeek-V3's MTP layer in) gives the FLOPs a token each of
+    the MoE report's nine runs implies, its TFLOP/s over its tokens/s, to the rounding of four-digit figures; the
+    book's own count (attention over the whole sequence, no MTP) does not (0.55 at 128K)."""
+    from playground.planner.costs import flops_per_step
+    from playground.planner.flops import megatron_moe_flops_per_token
+    from playground.planner.published_moe_report import MCORE_MOE_REPORT
+    for run in MCORE_MOE_REPORT:
+        implied = run.tflops_per_gpu * 1e12 / run.tokens_per_s_per_gpu
+        megatron = megatron_moe_flops_per_token(run.model, 1 if run.name.startswith("DeepSeek") else 0)
+        assert abs(implied / megatron - 1) < 0.015, run.name
+    long = MCORE_MOE_REPORT[-1]
+    ours = flops_per_step(long.model, long.layout, "none") / (long.layout.global_batch * long.model.seq_len)
+    assert 0.5 < long.tflops_per_gpu * 1e12 / long.tokens_per_s_per_gpu / ours < 0.6
+
+
+def test_megatron_lms_moe_recipes_take_their_args_as_read():
+    """Megatron-LM's fourteen MoE recipes (its examples/moe_recipes index) as their ARGS state them: a full-iteration
+    graph only in the paged-stash recipes, DeepEP where the recipe names it, fp8_param_gather and BF16 moments only where
+    set, overlap_grad_reduce off where unset; each TFLOP/s read back as tokens/s in Megatron-Core's count, and its
+    first replay recorded."""
+    from playground.planner.flops import megatron_moe_flops_per_token
+    from playground.planner.published_moe_recipes import MEGATRON_MOE_RECIPES
+    from playground.planner.published_stacks import HELD_OUT_FIRST_REPLAY
+    runs = {run.name: run for run in MEGATRON_MOE_RECIPES}
+    assert len(runs) == 14 and set(runs) <= set(HELD_OUT_FIRST_REPLAY)
+    for name, run in runs.items():
+        layout = run.layout
+        assert (layout.moe_launch == "graphed") == ("full CG" in name) and layout.expert_tp_degree == 1
+        assert layout.ep_dispatch == ("deepep" if run.gpu == "B200" else "hybridep")
+        mtp = 1 if name.startswith("DeepSeek") else 0
+        assert run.tokens_per_s_per_gpu == round(run.tflops_per_gpu * 1e12 / megatron_moe_flops_per_token(run.model, mtp), 1)
+        assert run.unstated == (() if layout.moe_launch == "graphed" else ("moe_launch",))
+    gb200_mx = [run for name, run in runs.items() if name.startswith("Qwen3-30B, 16 GB200") and "MXFP8" in name]
+    assert len(gb200_mx) == 2 and not any(r.layout.fp8_params for r in gb200_mx)
+    assert {name for name, run in runs.items() if not run.layout.overlap_grad_reduce} == \
+        {name for name in runs if name.startswith(("Qwen3-30B, 16 GB200", "Qwen3-235B, 256 H100"))}
+    assert {name for name, run in runs.items() if run.layout.optimizer_moments == "bf16"} == \
+        {name for name, run in runs.items() if run.layout.dtype == "fp8" and not name.startswith("Qwen3-30B, 16 GB200")}
+    dsv3 = runs["DeepSeek-V3, 256 GB200, TP 1 PP 4 EP 64 VP 4, MXFP8, partial CG"]
+    assert dsv3.layout.selective_modules == ("mla_up_proj",) and dsv3.layout.offload_modules == ("expert_fc1",)
+    assert sum(abs(HELD_OUT_FIRST_REPLAY[name] - 1) <= 0.25 for name in runs) == 5
