@@ -200,9 +200,9 @@ def heldout_figure():
         ((("white", "does not fit as read"),) if not all(r["fits"] for r in rows) else ())
     for color, label in keys:   # the hollow key only where a run is drawn hollow
         ax.scatter([], [], color=color, edgecolors="0.3" if color == "white" else color, label=label)
-    names = [f"{r['source'].replace('Megatron-Core MoE report (v0.16)', 'MoE report').replace('Megatron-', '').replace('NeMo ', '')}: "
+    names = [f"{r['source'].replace('Megatron-Core MoE report (v0.16)', 'MoE report').replace('Megatron-LM MoE recipes', 'LM recipes').replace('Megatron-', '').replace('NeMo ', '')}: "
              f"{r['name'].removesuffix(', 26.04.01').removesuffix(', 26.06').removesuffix(', 25.09')}" for r in rows]
-    ax.set_yticks(range(len(rows)), [n if len(n) < 62 else n[:60] + "…" for n in names], fontsize=7)
+    ax.set_yticks(range(len(rows)), [n if len(n) < 72 else n[:70] + "…" for n in names], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.xaxis.set_minor_locator(NullLocator())
