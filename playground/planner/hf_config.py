@@ -89,8 +89,8 @@ from pathlib import Path
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
-from playground.planner.hf_keys import (Keys, deepseek, ernie_moe, llama4, mlp_is_gated, qwen_moe, refuse_other_mixers,
-                                        require_gelu, routing_groups, sliding_window)
+from playground.planner.hf_keys import (Keys, deepseek, ernie_moe, llama4, mlp_is_gated, qwen_moe,
+                                        refuse_other_mixers, require_gelu, routing_groups, sliding_window)
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
@@ -204,13 +204,12 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     elif kind == "gpt_oss":  # biases on Q, K, V, the output projection and the experts alike
         bias = keys.bool("attention_bias", True)
         shape.update(qkv_bias=bias, proj_bias=bias)
-    elif kind in ("glm4_moe", "dots1"):  # biases on Q, K and V only
+    elif kind in ("glm4_moe", "dots1", "phimoe"):  # Q, K, V biases (PhiMoE's output projection's, h a layer, not
+        # counted)
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
     elif kind in ("gpt_neox", "starcoder2", "ernie4_5_moe"):  # biases on every linear layer, or on none
         bias = keys.bool("attention_bias" if kind == "gpt_neox" else "use_bias", kind != "ernie4_5_moe")
         shape.update(qkv_bias=bias, proj_bias=bias)
-    elif kind == "phimoe":  # Q, K and V biases counted; the output projection's (h a layer) is not
-        shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
     else:
         attention_bias, mlp_bias = keys.bool("attention_bias", False), keys.bool("mlp_bias", False)
         # Llama's attention_bias covers the output projection too; Seed-OSS names that one apart

@@ -7,9 +7,9 @@
   counted as a pure transformer.
 * The keys only some families carry, each read into ``Model`` fields: ``qwen_moe`` (Qwen2/3-MoE's
   experts, shared expert and dense layers), ``deepseek`` (MLA and DeepSeek's MoE), ``llama4``
-  (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range), ``routing_groups`` (group-limited routing), ``mlp_is_gated`` (the MLP's
-  activation), ``require_gelu`` (Gemma's GeGLU) and ``sliding_window`` (which layers attend over a
-  window only).
+  (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range),
+  ``routing_groups`` (group-limited routing), ``mlp_is_gated`` (the MLP's activation), ``require_gelu``
+  (Gemma's GeGLU) and ``sliding_window`` (which layers attend over a window only).
 
 Which family has which keys, and what each means, is in ``hf_config``'s docstring.
 """

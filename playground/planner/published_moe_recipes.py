@@ -6,10 +6,11 @@ the all-to-all overlap, the recompute, the CUDA graphs' scope, the FP8 recipe, f
 moment dtype, the activation offloading), and the routed tokens are force-balanced.  Its README's recipe index gives
 each run's "Median TFLOP/s/GPU" (added by PR #5289, June 2026, "from curated benchmark sources").  Read so:
 
-* the rows compare tokens/s, the TFLOP/s turned back in Megatron-Core's own count (``flops.megatron_moe_flops_per_token``:
-  causal attention counted half, DeepSeek-V3's multi-token-prediction layer included, which its recipes train with
-  ``mtp_num_layers: 1``); that count gives the FLOPs per token the Megatron-Core MoE report's nine runs imply from
-  their published tokens/s and TFLOP/s to within 1.4% (the rounding of four-digit figures);
+* the rows compare tokens/s, the TFLOP/s turned back in Megatron-Core's own count
+  (``flops.megatron_moe_flops_per_token``: causal attention counted half, DeepSeek-V3's multi-token-prediction
+  layer included, which its recipes train with ``mtp_num_layers: 1``); that count gives the FLOPs per token the
+  Megatron-Core MoE report's nine runs imply from their published tokens/s and TFLOP/s to within 1.4% (the
+  rounding of four-digit figures);
 * ``cuda_graph_scope: full_iteration`` (the paged-stash recipes) is ``moe_launch="graphed"``; a Transformer Engine
   scope over the attention, router and preprocessing, or no graph at all, leaves the experts to the host
   (``multi_stream``, as the MoE report's runs are read); the paged stash's capacity padding is not priced;
@@ -102,8 +103,8 @@ def _row(label, model, gpu, gpus, dtype, tp, pp, ep, vpp, mbs, gbs, tflops, path
                              gpus_per_node=nvl72_block(gpus) if gpu.startswith("GB") else None)
 
 
-_H100_235B = ("the MoE report's layout (its Table 11: 320 TFLOP/s); an open pull request (#5728) measures 302.0 on this "
-              "recipe: the index's 214.3 taken")
+_H100_235B = ("the MoE report's layout (its Table 11: 320 TFLOP/s); an open pull request (#5728) measures 302.0 on "
+              "this recipe: the index's 214.3 taken")
 
 MEGATRON_MOE_RECIPES = (
     _row("DeepSeek-V3", DEEPSEEK_V3_4K, "B200", 256, "MXFP8", 1, 8, 32, 2, 1, 2048, 776.7,

@@ -263,8 +263,8 @@ def test_unknown_preset_lists_the_known_ones():
 # planner reads and a few beside them), in chapters/configs/families/: google/gemma-7b, google/gemma-2-9b,
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
 # zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
-# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b, rednote-hilab/dots.llm1.base,
-# baidu/ERNIE-4.5-21B-A3B-PT
+# microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b,
+# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT
 FAMILIES = CONFIGS / "families"
 
 
