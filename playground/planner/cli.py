@@ -71,9 +71,12 @@ def _model_source(opts) -> str | None:
     return base + (" + flags" if flags else "")
 
 
-_FLOPS_METHOD = {"counted": "counted from the architecture, attention over the whole sequence as Megatron counts it",
-                 "counted, windowed": "counted from the architecture, attention over the whole sequence as Megatron "
-                                      "counts it, a sliding-window layer's over its window",
+# Narayanan et al.'s count (2021) charges attention's scores over the whole sequence; Megatron-Core counts a causal
+# mask's half since v0.16, so the two differ by the attention's half (flops.megatron_moe_flops_per_token)
+_FLOPS_METHOD = {"counted": "counted from the architecture, attention over the whole sequence as Narayanan et al. "
+                            "count it",
+                 "counted, windowed": "counted from the architecture, attention over the whole sequence as Narayanan "
+                                      "et al. count it, a sliding-window layer's over its window",
                  "6ND": "6 N D: only a parameter count is known", "8ND": "8 N D: 6 N D and the recomputed forward"}
 
 
