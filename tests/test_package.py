@@ -33,7 +33,7 @@ RUNS = {
 }
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
-    {"errors", "flops", "scaling_laws", "published_runs", "efficiency_sources"},
+    {"errors", "flops", "scaling_laws", "published_runs", "efficiency_sources", "replay_cache"},
     {"architecture", "goodput", "efficiency", "hf_keys"},
     {"stages", "hf_families"},  # hf_families reads nested blocks (DBRX's) with hf_keys' typed look-ups
     {"layout", "hf_config", "presets", "gemms"},

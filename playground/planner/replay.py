@@ -30,6 +30,7 @@ from playground.planner.published_row import published_step_time
 from playground.planner.published_stacks import (HELD_OUT, HELD_OUT_BAND, HELD_OUT_FIRST_REPLAY, MEGATRON_BRIDGE,
                                                  MEGATRON_BRIDGE_2604,
                                                  MEGATRON_BRIDGE_B200, STACK_RUNS, published_metric)
+from playground.planner.replay_cache import remembered
 from playground.planner.step_range import SETTINGS, fits_as_unstated, predict_range, tornado
 from playground.planner.step_time import predict
 
@@ -177,14 +178,15 @@ def miss_shares(architecture: str, eff: Efficiency = EFFICIENCY) -> dict:
 
 def stack_table() -> list[dict]:
     """Each run of today's stacks: predicted / published throughput, its range, inside or not.  Every run and
-    constant it reads is fixed at import, so the replay (minutes of ranges) runs once a process; each call gets
-    its own copy of the rows."""
+    constant it reads is code, so the replay (a minute of ranges) runs once a process, and once for as long as
+    the package's code is unchanged where a checkout can keep it (``replay_cache``); each call gets its own
+    copy of the rows."""
     return [dict(row) for row in _stack_rows()]
 
 
 @functools.lru_cache(maxsize=1)
 def _stack_rows() -> tuple[dict, ...]:
-    return tuple(on_every_core(_stack_row, range(len(STACK_RUNS))))
+    return remembered("stack-rows", lambda: tuple(on_every_core(_stack_row, range(len(STACK_RUNS)))))
 
 
 def _stack_row(index: int) -> dict:
