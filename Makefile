@@ -17,10 +17,12 @@ export CHROMIUM
 # The virtual environment: made once, refreshed only when requirements change.
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@# byte-compiled at install, as pip does by default: where PYTHONDONTWRITEBYTECODE is set (it is on some
-	@# CI machines) nothing compiled later is kept, and every process would compile torch afresh
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@# byte-compiled once here, on every core (pip compiles on one): where PYTHONDONTWRITEBYTECODE is set (it is
+	@# on some CI machines) nothing compiled later is kept, and every process would compile torch afresh; a few
+	@# packages ship files for other Pythons that do not compile, as pip's own compile step ignores
+	-@$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1
 	@# MathJax 3 from an installed package, where _config.yml's html_static_path expects it
 	@mkdir -p $(VENV)/mathjax-static
 	ln -sfn "$$($(PY) -c 'import mathjax, os; print(os.path.join(os.path.dirname(mathjax.__file__), "static", "mathjax", "es5"))')" $(VENV)/mathjax-static/mathjax

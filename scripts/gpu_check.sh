@@ -22,8 +22,10 @@ bench() {  # bench NAME OUTFILE ARGS...: run one benchmark with a time limit, ke
   rm -f "$out.tmp"; return 1
 }
 
-ngpu=$("$PYTHON" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)")
-device=$("$PYTHON" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU')")
+# one interpreter for both (importing torch takes seconds): the GPU count, then the first GPU's name
+{ read -r ngpu; read -r device; } < <("$PYTHON" -c "import torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+print(n); print(torch.cuda.get_device_name(0) if n else 'no GPU')")
+ngpu=${ngpu:-0}; device=${device:-no GPU}
 slug=$(echo "$device" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')
 echo "gpu_check: $ngpu GPU(s): $device; python: $PYTHON; results in $RESULTS/"
 
