@@ -48,6 +48,11 @@ Which keys are read, by ``model_type``:
   (default false) for every linear layer, and its own expert keys (``hf_keys.ernie_moe``:
   ``moe_num_experts``, ``moe_k``, ``moe_num_shared_experts``, the MoE layers' range); the MTP layer
   (``num_nextn_predict_layers``) is not counted.
+* bailing_moe (Ant Group's Ling, v1 and 2.0; ``hf_keys.bailing_moe``): ``num_experts``, ``num_experts_per_tok``,
+  ``moe_intermediate_size``, ``num_shared_experts`` (each ``moe_shared_expert_intermediate_size`` wide where set),
+  ``first_k_dense_replace`` dense layers of ``intermediate_size``, ``use_qk_norm``, a routing bias
+  (``moe_router_enable_expert_bias``) and grouped routing; ``use_qkv_bias`` puts biases on Q, K and V, ``use_bias``
+  on them and the other non-expert linear layers (those left out, and said); the MTP layers are not counted.
 * nemotron: the Llama keys with a squared-ReLU MLP (``relu2``, not gated) and LayerNorm; gpt_neox: the
   Llama keys with LayerNorm and biases throughout (``attention_bias``, default true); starcoder2: the
   same, its biases set by ``use_bias`` (default true), its GELU MLP not gated, and every layer attending
@@ -89,7 +94,7 @@ from pathlib import Path
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
-from playground.planner.hf_keys import (Keys, deepseek, ernie_moe, llama4, mlp_is_gated, qwen_moe,
+from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, llama4, mlp_is_gated, qwen_moe,
                                         refuse_other_mixers, require_gelu, routing_groups, sliding_window)
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
@@ -98,7 +103,7 @@ LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qw
                "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe")
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe")
+OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2")   # Kimi K2 is DeepSeek-V3's architecture
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")
@@ -207,6 +212,13 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     elif kind in ("glm4_moe", "dots1", "phimoe"):  # Q, K, V biases (PhiMoE's output projection's, h a layer, not
         # counted)
         shape.update(qkv_bias=keys.bool("attention_bias", False), proj_bias=False)
+    elif kind == "bailing_moe":  # use_bias: Q/K/V, the output projection and the dense and shared MLPs, not the
+        # routed experts, which Model cannot keep apart: those others' are left out and said; use_qkv_bias: Q/K/V only
+        use_bias = keys.bool("use_bias", False)
+        shape.update(qkv_bias=use_bias or keys.bool("use_qkv_bias", False), proj_bias=False)
+        if use_bias:
+            shape["read_note"] = ("use_bias: the output projection's and the dense and shared MLPs' biases are not "
+                                  "counted (the routed experts have none): well under 0.1% of the parameters")
     elif kind in ("gpt_neox", "starcoder2", "ernie4_5_moe"):  # biases on every linear layer, or on none
         bias = keys.bool("attention_bias" if kind == "gpt_neox" else "use_bias", kind != "ernie4_5_moe")
         shape.update(qkv_bias=bias, proj_bias=bias)
@@ -222,7 +234,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     if kind in LAYERNORM:
         shape["norm"] = "layernorm"
     shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "dots1") or \
-        (kind in ("glm4_moe", "minimax_m2") and keys.bool("use_qk_norm", False))
+        (kind in ("glm4_moe", "minimax_m2", "bailing_moe") and keys.bool("use_qk_norm", False))
     if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2", "phimoe"):
         shape.update(experts=keys.int("num_experts" if kind == "olmoe" else "num_local_experts"),
                      top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"],
@@ -238,6 +250,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(llama4(keys, layers, shape["ffn"]))
     elif kind == "ernie4_5_moe":
         shape.update(ernie_moe(keys, layers))
+    elif kind == "bailing_moe":
+        shape.update(bailing_moe(keys, layers))
     elif kind in ("glm4_moe", "dots1"):
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from playground.planner.errors import PlanError
 
-__all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "llama4", "ernie_moe", "routing_groups",
+__all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "llama4", "ernie_moe", "bailing_moe", "routing_groups",
            "mlp_is_gated", "require_gelu", "sliding_window"]
 
 GATED_ACTS = ("silu", "swiglu", "swish")
@@ -149,6 +149,21 @@ def ernie_moe(keys: Keys, layers: int) -> dict:
     return dict(experts=keys.int("moe_num_experts"), top_k=keys.int("moe_k"), moe_ffn=keys.int("moe_intermediate_size"),
                 shared_experts=keys.int("moe_num_shared_experts", 0, least=0), dense_layers=layers - moe,
                 router_bias=keys.bool("moe_use_aux_free", False))
+
+
+def bailing_moe(keys: Keys, layers: int) -> dict:
+    """Ant Group's Ling (``bailing_moe``, v1 and 2.0): ``num_experts`` routed experts of ``moe_intermediate_size``,
+    ``num_experts_per_tok`` a token, and ``num_shared_experts`` beside them, each ``moe_shared_expert_intermediate_size``
+    wide where the config says (else as wide as a routed one); the first ``first_k_dense_replace`` layers dense, of
+    ``intermediate_size``; a per-expert routing bias with ``moe_router_enable_expert_bias`` (2.0's sigmoid router),
+    and 2.0's group-limited routing (``n_group``, ``topk_group``)."""
+    shared = keys.int("num_shared_experts", 0, least=0)
+    width = keys.int("moe_shared_expert_intermediate_size", None)
+    return dict(experts=keys.int("num_experts"), top_k=keys.int("num_experts_per_tok"),
+                moe_ffn=keys.int("moe_intermediate_size"), shared_experts=shared,
+                shared_ffn=shared * width if shared and width else None,
+                dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers),
+                router_bias=keys.bool("moe_router_enable_expert_bias", False), **routing_groups(keys))
 
 
 def routing_groups(keys: Keys) -> dict:

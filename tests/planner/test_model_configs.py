@@ -264,7 +264,7 @@ def test_unknown_preset_lists_the_known_ones():
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
 # zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
 # microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b,
-# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT
+# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT, inclusionAI/Ling-lite-1.5
 FAMILIES = CONFIGS / "families"
 
 
@@ -337,6 +337,35 @@ def test_ernie_reads_its_own_expert_keys_and_the_range_of_its_moe_layers():
     assert (every.dense_layers, halves.dense_layers) == (0, 14)
     with pytest.raises(PlanError, match="'moe_layer_end_index' must be a layer number or -1"):
         model_from_hf_dict(config | {"moe_layer_end_index": "last"})
+
+
+# Ling-mini-2.0 (inclusionAI), as its config sets the keys the planner reads: its model card gives 16.26B total,
+# 1.43B active and 789M active without the two embedding matrices
+LING_MINI_2 = {"model_type": "bailing_moe", "num_hidden_layers": 20, "hidden_size": 2048, "intermediate_size": 5120,
+               "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 128, "vocab_size": 157184,
+               "num_experts": 256, "num_experts_per_tok": 8, "num_shared_experts": 1, "moe_intermediate_size": 512,
+               "first_k_dense_replace": 1, "use_qk_norm": True, "moe_router_enable_expert_bias": True,
+               "n_group": 8, "topk_group": 4, "score_function": "sigmoid", "num_nextn_predict_layers": 1,
+               "use_bias": False, "use_qkv_bias": False, "tie_word_embeddings": False}
+
+
+def test_ling_reads_its_shared_experts_beside_the_routed_ones():
+    lite = family("ling-lite-1.5")
+    assert (lite.experts, lite.top_k, lite.dense_layers, lite.shared_width) == (64, 6, 0, 2 * 1408)
+    # the Ling-lite-1.5 model card: 16.8B total, 2.75B activated (the embeddings counted)
+    assert within_published_rounding(lite.param_count, "16.8")
+    assert within_published_rounding(lite.active_param_count, "2.75")
+    mini = model_from_hf_dict(LING_MINI_2)
+    assert (mini.dense_layers, mini.expert_groups, mini.groups_per_token) == (1, 8, 4)
+    assert mini.router_bias and mini.qk_norm and not mini.qkv_bias
+    assert within_published_rounding(mini.param_count, "16.26")
+    assert within_published_rounding(mini.active_param_count, "1.43")
+    assert round((mini.active_param_count - 2 * mini.vocab * mini.hidden) / 1e6) == 789
+    # a shared expert of its own width, and use_bias's biases beyond Q/K/V said rather than counted
+    wide = model_from_hf_dict(LING_MINI_2 | {"moe_shared_expert_intermediate_size": 1024})
+    assert wide.shared_width == 1024 and wide.param_count - mini.param_count == 19 * 3 * 2048 * 512
+    biased = model_from_hf_dict(LING_MINI_2 | {"use_bias": True})
+    assert biased.qkv_bias and not biased.proj_bias and "use_bias" in biased.read_note
 
 
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
