@@ -96,7 +96,9 @@ def _valid(model: Model, layout: Layout) -> bool:
 
 
 def setting_choices(model: Model, layout: Layout, field: str) -> list:
-    """The values of ``field`` that make a valid layout with everything else as given."""
+    """The values of ``field`` that make a valid layout with everything else as given (only the given one where
+    none could change the prediction: TP's overlap without TP, the EP dispatcher without EP, the pipeline's
+    transfers without a pipeline)."""
     if field not in SETTINGS:
         raise PlanError(f"cannot vary {field!r}: the unstated settings are {', '.join(SETTINGS)}")
     if field == "vpp":
@@ -111,6 +113,10 @@ def setting_choices(model: Model, layout: Layout, field: str) -> list:
             if layout.zero_stage == 3 else [layout.shard_group]
     elif field == "sequence_parallel" and layout.tp == 1:
         values = [False]
+    elif (field == "tp_overlap" and layout.tp == 1) or (field == "ep_dispatch" and layout.ep == 1) \
+            or (field == "p2p_overlap" and layout.pp == 1):
+        values = [getattr(layout, field)]   # no TP collective to hide, no all-to-all to route, no stage to send
+        # to: every value alike (the degrees are never varied, so another unstated setting cannot make them matter)
     elif field == "attention_kernel" and not layout.flash_attention:   # unfused attention names no kernel
         values = [layout.attention_kernel]
     elif field in ("moe_launch", "moe_probs") and not model.is_moe:
