@@ -214,7 +214,8 @@ def test_a_routed_copy_keeps_what_the_memory_model_counts_as_pytorch_measures_it
     import torch
     from playground.planner import measure_routed_copy_bytes
     h, f, k = 4096, 1536, 8                       # QWEN3_MOE's expert
-    inside, at_combine = (measure_routed_copy_bytes(h, f, probs) for probs in ("activation", "combine"))
+    # 8 copies, not the default 64: the bytes are per copy, and a CPU's bf16 matmuls are slow
+    inside, at_combine = (measure_routed_copy_bytes(h, f, probs, copies=8) for probs in ("activation", "combine"))
     assert (inside, at_combine) == (2 * (h + 3 * f) + 4, 2 * (2 * h + 3 * f) + 4)
     lay = Layout.today(recompute="selective", ep=8, dp=8)
     tokens = 4096
