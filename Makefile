@@ -22,7 +22,7 @@ $(STAMP): requirements.txt pyproject.toml
 	@# byte-compiled once here, on every core (pip compiles on one): where PYTHONDONTWRITEBYTECODE is set (it is
 	@# on some CI machines) nothing compiled later is kept, and every process would compile torch afresh; a few
 	@# packages ship files for other Pythons that do not compile, as pip's own compile step ignores
-	-@$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1
+	@$(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1 || true
 	@# MathJax 3 from an installed package, where _config.yml's html_static_path expects it
 	@mkdir -p $(VENV)/mathjax-static
 	ln -sfn "$$($(PY) -c 'import mathjax, os; print(os.path.join(os.path.dirname(mathjax.__file__), "static", "mathjax", "es5"))')" $(VENV)/mathjax-static/mathjax
