@@ -48,6 +48,20 @@ def test_choices_are_the_values_the_layout_allows():
         setting_choices(MODEL, LAYOUT, "tp")
 
 
+def test_a_setting_that_cannot_change_the_prediction_is_not_varied():
+    """TP's overlap without TP, the EP dispatcher without EP and the pipeline's transfer overlap without a
+    pipeline take the given value only; every value would predict the same step, which the test checks."""
+    moe = preset("mixtral-8x7b")
+    pairs = ((MODEL, Layout.today(1, 4, 64, global_batch=1024), "tp_overlap", ("none", "forward", "all")),
+             (moe, Layout.today(2, 4, 32, global_batch=1024), "ep_dispatch", ("alltoall", "deepep", "hybridep")),
+             (moe, Layout.today(2, 1, 64, global_batch=512, ep=8), "p2p_overlap", (False, True)))
+    for model, layout, field, values in pairs:
+        assert setting_choices(model, layout, field) == [getattr(layout, field)]
+        steps = {predict(model, CLUSTER, replace(layout, **{field: v}))["step_time_s"] for v in values}
+        assert len(steps) == 1, field
+    assert setting_choices(MODEL, LAYOUT, "tp_overlap") == ["none", "forward", "all"]   # with TP 8, all three
+
+
 def test_an_unnamed_attention_kernel_spans_flashattention_2_and_3_and_cudnns():
     """A source that says "flash attention" without naming the kernel leaves it open: on a Hopper the
     range reaches FlashAttention-2's slower rate; unfused attention names no kernel to vary."""
