@@ -67,6 +67,12 @@ def _whole(name, v):
         raise PlanError(f"{name} must be a whole number >= 1, got {v!r}")
 
 
+def _divisors(n: int) -> str:
+    """``n``'s divisors in words: "1, 2, 4 or 8"."""
+    found = [str(d) for d in range(1, n + 1) if n % d == 0]
+    return found[0] if len(found) == 1 else f"{', '.join(found[:-1])} or {found[-1]}"
+
+
 def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     """One clear ``PlanError`` for a layout that cannot run (before any arithmetic)."""
     for name in ("tp", "pp", "dp", "vpp", "cp", "ep", "micro_batch", "global_batch"):
@@ -77,8 +83,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"TP={layout.tp} does not divide the {model.heads} attention heads")
     if not model.is_mla and model.kv_head_count % layout.tp:
         raise PlanError(f"TP={layout.tp} does not divide the {model.kv_head_count} key/value heads "
-                        f"(it would split a KV head; use TP <= {math.gcd(model.kv_head_count, layout.tp)} "
-                        f"or context parallelism)")
+                        f"(it would split a KV head; use a TP that divides both head counts, "
+                        f"{_divisors(math.gcd(model.heads, model.kv_head_count))}, or context parallelism)")
     if layout.pp > model.layers:
         raise PlanError(f"PP={layout.pp} is more than the {model.layers} layers")
     chunks = layout.pp * layout.vpp

@@ -178,7 +178,7 @@ def miss_shares(architecture: str, eff: Efficiency = EFFICIENCY) -> dict:
 
 def stack_table() -> list[dict]:
     """Each run of today's stacks: predicted / published throughput, its range, inside or not.  Every run and
-    constant it reads is code, so the replay (a minute of ranges) runs once a process, and once for as long as
+    constant it reads is code, so the replay (half a minute of ranges) runs once a process, and once for as long as
     the package's code is unchanged where a checkout can keep it (``replay_cache``); each call gets its own
     copy of the rows."""
     return [dict(row) for row in _stack_rows()]

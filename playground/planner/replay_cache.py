@@ -1,7 +1,7 @@
 """The replay's rows kept on disk between processes, for as long as the package's code is unchanged.
 
-Replaying every published run with its range is a minute of arithmetic on two cores, and the same
-minute comes back in every process that asks: the benchmark, the test suite, chapter 6's kernel.  The
+Replaying every published run with its range is half a minute of arithmetic on two cores, and the
+same half minute comes back in every process that asks: the benchmark, the test suite, chapter 6's kernel.  The
 answer depends only on the package's source (every constant, row and formula is code), so
 ``remembered`` keeps it in ``_build/replay-cache/`` of a source checkout under a key hashed from every
 ``.py`` file of ``playground/`` and the Python version: an edit anywhere in the package, or another

@@ -264,8 +264,9 @@ def test_bad_layouts_get_one_clear_error(layout, message):
         predict(GPT175, A100, layout)
     with pytest.raises(PlanError, match="is not the 1536 GPUs"):
         predict(GPT175, A100, Layout(8, 8, 16, 1, 2304), gpus=1536)
-    with pytest.raises(PlanError, match="does not divide the 8 key/value heads"):
+    with pytest.raises(PlanError, match="does not divide the 8 key/value heads") as err:
         predict(replace(GPT175, kv_heads=8), A100, Layout(16, 4, 24, 1, 2304))
+    assert "divides both head counts, 1, 2, 4 or 8," in str(err.value)   # the TPs that would, named
 
 
 ARCH = ["--layers", "80", "--hidden", "12288", "--heads", "96", "--gpu", "A100-80GB", "--global-batch", "2304"]
