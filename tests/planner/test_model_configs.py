@@ -264,7 +264,7 @@ def test_unknown_preset_lists_the_known_ones():
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
 # zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
 # microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b,
-# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT, inclusionAI/Ling-lite-1.5
+# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT, inclusionAI/Ling-lite-1.5, deepseek-ai/DeepSeek-V3.2
 FAMILIES = CONFIGS / "families"
 
 
@@ -482,6 +482,18 @@ def test_kimi_k2_reads_as_deepseek_v3s_architecture():
     assert (kimi.experts, kimi.top_k, kimi.expert_width, kimi.dense_layers, kimi.is_mla) == (384, 8, 2048, 1, True)
     assert kimi.router_bias
     assert within_published_rounding(kimi.param_count / 1000, "1") and within_published_rounding(kimi.active_param_count, "32")
+
+
+def test_deepseek_v3_2_reads_as_v3_and_says_what_its_sparse_attention_adds():
+    """DeepSeek-V3.2 (model_type deepseek_v32) is DeepSeek-V3's architecture with sparse attention on top: the
+    same 671B counted, and the note names what is not: the lightning indexer, 61 x (1,536 x 64 x 128 + 7,168 x
+    (128 + 64) + 2 x 128) parameters, and the sparse stage's index_topk keys a query."""
+    v32, v3 = family("deepseek-v3.2"), read_hf_config(CONFIGS / "deepseek-v3")
+    assert v32 == v3 and v3.read_note == ""
+    indexer = 61 * (1536 * 64 * 128 + 7168 * (128 + 64) + 2 * 128)
+    assert f"{indexer / 1e6:,.1f} M parameters over 61 layers" in v32.read_note   # 851.5 M
+    assert f"{indexer / v3.param_count:.2%}" == "0.13%" and "0.13% of the rest" in v32.read_note
+    assert "index_topk = 2,048 keys" in v32.read_note and "not counted" in v32.read_note
 
 
 def test_deepseek_v2_lite_projects_queries_whole_where_q_lora_rank_is_null():
