@@ -22,13 +22,14 @@ Which keys are read, by ``model_type``:
   expert), and ``decoder_sparse_step`` / ``mlp_only_layers``, which make some layers dense.  ``Model``
   only knows "the first k layers are dense", so the dense layers are counted into ``dense_layers``
   wherever they sit: the parameter count is the same, only their position is lost.
-* deepseek_v2 / deepseek_v3 / deepseek_v32 / kimi_k2 (DeepSeek-V3's architecture): ``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
+* deepseek_v2 / deepseek_v3 / deepseek_v32 / glm_moe_dsa / kimi_k2 (DeepSeek-V3's architecture; GLM-5's too):
+  ``n_routed_experts``, ``n_shared_experts``, ``moe_intermediate_size``,
   ``first_k_dense_replace``, ``moe_layer_freq`` (must be 1), and MLA's ``q_lora_rank`` (null: queries
   not compressed), ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``.
   ``topk_method: noaux_tc`` (V3) means a per-expert routing bias; ``n_group`` / ``topk_group``
   limit the groups of experts a token is routed to (V3: 4 of 8, one group a node).  The multi-token-prediction module
-  (``num_nextn_predict_layers``) is not part of ``Model`` and is not counted.  DeepSeek-V3.2's sparse attention
-  (``index_n_heads``, ``index_head_dim``, ``index_topk``) is read as dense attention, its lightning indexer not
+  (``num_nextn_predict_layers``) is not part of ``Model`` and is not counted.  DeepSeek-V3.2's and GLM-5's sparse
+  attention (``index_n_heads``, ``index_head_dim``, ``index_topk``) is read as dense attention, its lightning indexer not
   counted, and ``read_note`` says so with the indexer's share of the parameters.
 * gemma / gemma2 / gemma3_text: the Llama keys, but the MLP is always gated (GeGLU: ``hidden_act`` or
   ``hidden_activation`` names its GELU), the embedding tied unless ``tie_word_embeddings`` says false,
@@ -107,7 +108,8 @@ LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qw
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe")
-DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2")   # Kimi K2 and V3.2 are DeepSeek-V3's architecture
+# Kimi K2, DeepSeek-V3.2 and GLM-5 are DeepSeek-V3's architecture (the last two with sparse attention on top)
+DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2")
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
@@ -265,7 +267,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
     model = Model(**shape)
-    if kind == "deepseek_v32":   # V3's architecture with sparse attention on top, which Model does not hold
+    if kind in DEEPSEEK and keys.get("index_topk") is not None:   # sparse attention, which Model does not hold
         model = replace(model, read_note=sparse_attention_note(keys, layers, hidden, model.param_count))
     return model
 

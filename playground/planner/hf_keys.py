@@ -8,8 +8,8 @@
 * The keys only some families carry, each read into ``Model`` fields: ``qwen_moe`` (Qwen2/3-MoE's
   experts, shared expert and dense layers), ``deepseek`` (MLA and DeepSeek's MoE), ``llama4``
   (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range),
-  ``routing_groups`` (group-limited routing), ``sparse_attention_note`` (what DeepSeek-V3.2's sparse
-  attention adds, said rather than counted), ``mlp_is_gated`` (the MLP's activation), ``require_gelu``
+  ``routing_groups`` (group-limited routing), ``sparse_attention_note`` (what DeepSeek-V3.2's and
+  GLM-5's sparse attention adds, said rather than counted), ``mlp_is_gated`` (the MLP's activation), ``require_gelu``
   (Gemma's GeGLU) and ``sliding_window`` (which layers attend over a window only).
 
 Which family has which keys, and what each means, is in ``hf_config``'s docstring.
@@ -123,17 +123,22 @@ def deepseek(keys: Keys, kind: str, layers: int) -> dict:
 
 
 def sparse_attention_note(keys: Keys, layers: int, hidden: int, counted: float) -> str:
-    """What DeepSeek-V3.2's sparse attention (DSA) adds to DeepSeek-V3's architecture, which ``Model`` does not
-    represent, said rather than counted.  Its lightning indexer, a layer (DeepSeek's reference ``Indexer``): queries
-    from the query's compression (``q_lora_rank`` x ``index_n_heads`` x ``index_head_dim``), one key
-    (``hidden`` x ``index_head_dim``) with its LayerNorm, and a weight per head (``hidden`` x ``index_n_heads``).
-    ``counted``: the parameters counted without it, for its share."""
+    """What DeepSeek Sparse Attention (DeepSeek-V3.2's, GLM-5's) adds to DeepSeek-V3's architecture, which ``Model``
+    does not represent, said rather than counted.  Its lightning indexer, a layer (DeepSeek's reference ``Indexer``):
+    queries from the query's compression (``q_lora_rank`` x ``index_n_heads`` x ``index_head_dim``), one key
+    (``hidden`` x ``index_head_dim``) with its LayerNorm, and a weight per head (``hidden`` x ``index_n_heads``);
+    in every layer, or in those ``indexer_types`` marks "full" (GLM-5.2's layers that share another's selection have
+    none; ``index_topk_freq`` alone, a rule not read here, makes the count an upper bound).  ``counted``: the
+    parameters counted without it, for its share."""
     heads, dim, topk = keys.int("index_n_heads"), keys.int("index_head_dim"), keys.int("index_topk")
-    indexer = layers * ((keys.int("q_lora_rank", None) or hidden) * heads * dim + hidden * (dim + heads) + 2 * dim)
-    return (f"DeepSeek Sparse Attention read as dense attention: its lightning indexer ({heads} heads of {dim} a "
-            f"layer, {indexer / 1e6:,.1f} M parameters over {layers} layers, {indexer / counted:.2%} of the rest) is "
-            f"not counted, and each query attends over the whole causal sequence, as in the dense warm-up; the "
-            f"sparse stage attends index_topk = {topk:,} keys a query, beside the indexer's scores over every "
+    types = keys.get("indexer_types")
+    holding = sum(1 for t in types if t == "full") if isinstance(types, list) else layers
+    bound = "up to " if not isinstance(types, list) and keys.int("index_topk_freq", 1) > 1 else ""
+    indexer = holding * ((keys.int("q_lora_rank", None) or hidden) * heads * dim + hidden * (dim + heads) + 2 * dim)
+    return (f"DeepSeek Sparse Attention read as dense attention: its lightning indexer ({heads} heads of {dim}, "
+            f"{bound}{indexer / 1e6:,.1f} M parameters over {bound}{holding} layers, {indexer / counted:.2%} of the "
+            f"rest) is not counted, and each query attends over the whole causal sequence, as in the dense warm-up; "
+            f"the sparse stage attends index_topk = {topk:,} keys a query, beside the indexer's scores over every "
             f"earlier key")
 
 

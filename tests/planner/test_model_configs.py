@@ -264,7 +264,8 @@ def test_unknown_preset_lists_the_known_ones():
 # openai/gpt-oss-120b and -20b, meta-llama/Llama-4-Scout-17B-16E and Llama-4-Maverick-17B-128E (text_config),
 # zai-org/GLM-4.5 and -Air, allenai/OLMoE-1B-7B-0924, moonshotai/Kimi-K2-Instruct, deepseek-ai/DeepSeek-V2-Lite,
 # microsoft/Phi-3.5-MoE-instruct, databricks/dbrx-base, bigscience/bloom, bigcode/starcoder2-15b,
-# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT, inclusionAI/Ling-lite-1.5, deepseek-ai/DeepSeek-V3.2
+# rednote-hilab/dots.llm1.base, baidu/ERNIE-4.5-21B-A3B-PT, inclusionAI/Ling-lite-1.5, deepseek-ai/DeepSeek-V3.2,
+# zai-org/GLM-5
 FAMILIES = CONFIGS / "families"
 
 
@@ -494,6 +495,23 @@ def test_deepseek_v3_2_reads_as_v3_and_says_what_its_sparse_attention_adds():
     assert f"{indexer / 1e6:,.1f} M parameters over 61 layers" in v32.read_note   # 851.5 M
     assert f"{indexer / v3.param_count:.2%}" == "0.13%" and "0.13% of the rest" in v32.read_note
     assert "index_topk = 2,048 keys" in v32.read_note and "not counted" in v32.read_note
+
+
+def test_glm_5_reads_as_deepseek_v3s_architecture_with_its_sparse_attention_said():
+    """GLM-5 (model_type glm_moe_dsa; zai-org/GLM-5's card: 744B total, 40B active) is DeepSeek-V3's architecture
+    at its own shape, 256-wide heads and values, with DeepSeek Sparse Attention: an indexer of 32 heads a layer.
+    Where only some layers hold an indexer (GLM-5.2's indexer_types), only those are counted in the note; a
+    sharing rule the planner does not read (index_topk_freq alone) makes the note's count an upper bound."""
+    glm = family("glm-5")
+    assert (glm.experts, glm.top_k, glm.expert_width, glm.dense_layers, glm.is_mla) == (256, 8, 2048, 3, True)
+    assert (glm.head_size, glm.value_head_size, glm.q_lora_rank) == (256, 256, 2048)
+    assert within_published_rounding(glm.param_count, "744")
+    assert within_published_rounding(glm.active_param_count - glm.vocab * glm.hidden, "40")   # the input embedding out
+    assert "731.0 M parameters over 78 layers" in glm.read_note            # 78 x (2048 x 32 x 128 + 6144 x 160 + 256)
+    config = json.loads((FAMILIES / "glm-5" / "config.json").read_text())
+    shared = model_from_hf_dict(config | {"indexer_types": ["full", "shared", "shared", "shared"] * 19 + ["full"] * 2})
+    assert "196.8 M parameters over 21 layers" in shared.read_note and shared == glm
+    assert "up to 731.0 M parameters over up to 78 layers" in model_from_hf_dict(config | {"index_topk_freq": 4}).read_note
 
 
 def test_deepseek_v2_lite_projects_queries_whole_where_q_lora_rank_is_null():
