@@ -56,6 +56,9 @@ Which keys are read, by ``model_type``:
   ``first_k_dense_replace`` dense layers of ``intermediate_size``, ``use_qk_norm``, a routing bias
   (``moe_router_enable_expert_bias``) and grouped routing; ``use_qkv_bias`` puts biases on Q, K and V, ``use_bias``
   on them and the other non-expert linear layers (those left out, and said); the MTP layers are not counted.
+* hunyuan_v1_dense / hunyuan_v1_moe (Tencent's Hunyuan; ``hf_keys.hunyuan``): the Llama keys, ``use_qk_norm``, and
+  for the MoE ``num_experts``, ``moe_topk``, ``moe_intermediate_size`` and ``num_shared_expert`` (each a number or a
+  list of one a layer, the same for every layer) in every layer; cross-layer attention (``use_cla``) refused.
 * nemotron: the Llama keys with a squared-ReLU MLP (``relu2``, not gated) and LayerNorm; gpt_neox: the
   Llama keys with LayerNorm and biases throughout (``attention_bias``, default true); starcoder2: the
   same, its biases set by ``use_bias`` (default true), its GELU MLP not gated, and every layer attending
@@ -97,17 +100,17 @@ from pathlib import Path
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
-from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, llama4, mlp_is_gated, qwen_moe,
+from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, hunyuan, llama4, mlp_is_gated, qwen_moe,
                                         refuse_other_mixers, require_gelu, routing_groups, sliding_window,
                                         sparse_attention_note)
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "olmoe",
-               "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe")
+               "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe", "hunyuan_v1_dense")
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
-OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe")
+OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe", "hunyuan_v1_moe")
 # Kimi K2, DeepSeek-V3.2 and GLM-5 are DeepSeek-V3's architecture (the last two with sparse attention on top)
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2")
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
@@ -239,7 +242,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     if kind in LAYERNORM:
         shape["norm"] = "layernorm"
     shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "dots1") or \
-        (kind in ("glm4_moe", "minimax_m2", "bailing_moe") and keys.bool("use_qk_norm", False))
+        (kind in ("glm4_moe", "minimax_m2", "bailing_moe", "hunyuan_v1_dense", "hunyuan_v1_moe")
+         and keys.bool("use_qk_norm", False))
     if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2", "phimoe"):
         shape.update(experts=keys.int("num_experts" if kind == "olmoe" else "num_local_experts"),
                      top_k=keys.int("num_experts_per_tok"), moe_ffn=shape["ffn"],
@@ -257,6 +261,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(ernie_moe(keys, layers))
     elif kind == "bailing_moe":
         shape.update(bailing_moe(keys, layers))
+    elif kind in ("hunyuan_v1_dense", "hunyuan_v1_moe"):
+        shape.update(hunyuan(keys, kind, layers, shape["ffn"]))
     elif kind in ("glm4_moe", "dots1"):
         shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),

@@ -7,7 +7,8 @@
   counted as a pure transformer.
 * The keys only some families carry, each read into ``Model`` fields: ``qwen_moe`` (Qwen2/3-MoE's
   experts, shared expert and dense layers), ``deepseek`` (MLA and DeepSeek's MoE), ``llama4``
-  (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range),
+  (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range), ``hunyuan`` (Hunyuan's
+  per-layer expert lists, and its cross-layer attention refused),
   ``routing_groups`` (group-limited routing), ``sparse_attention_note`` (what DeepSeek-V3.2's and
   GLM-5's sparse attention adds, said rather than counted), ``mlp_is_gated`` (the MLP's activation), ``require_gelu``
   (Gemma's GeGLU) and ``sliding_window`` (which layers attend over a window only).
@@ -20,7 +21,7 @@ from __future__ import annotations
 from playground.planner.errors import PlanError
 
 __all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "sparse_attention_note", "llama4", "ernie_moe",
-           "bailing_moe", "routing_groups", "mlp_is_gated", "require_gelu", "sliding_window"]
+           "bailing_moe", "hunyuan", "routing_groups", "mlp_is_gated", "require_gelu", "sliding_window"]
 
 GATED_ACTS = ("silu", "swiglu", "swish")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2",
@@ -185,6 +186,34 @@ def bailing_moe(keys: Keys, layers: int) -> dict:
                 shared_ffn=shared * width if shared and width else None,
                 dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers),
                 router_bias=keys.bool("moe_router_enable_expert_bias", False), **routing_groups(keys))
+
+
+def hunyuan(keys: Keys, kind: str, layers: int, width: int) -> dict:
+    """Tencent's Hunyuan (``hunyuan_v1_dense``, ``hunyuan_v1_moe``: Hunyuan-A13B).  The MoE: every layer ``num_experts``
+    routed experts of ``moe_intermediate_size`` (default ``width``, the MLP's), ``moe_topk`` a token, beside a shared
+    MLP of ``num_shared_expert`` x ``width`` (Tencent's modeling code; none without ``use_mixed_mlp_moe``); each key
+    one number or a list of one a layer, the same for every layer, as ``Model`` holds one MoE shape.  Cross-layer
+    attention (``use_cla``: a layer reusing another's keys and values) is refused: counted whole, it would overstate
+    the attention's weights and K/V."""
+    if keys.bool("use_cla", False):
+        raise PlanError(f"{keys.source}: use_cla shares keys and values across layers (cross-layer attention), which "
+                        "the planner does not model: it counts every layer's own")
+    if kind != "hunyuan_v1_moe":
+        return {}
+
+    def per_layer(key, default=None, least=1):
+        value = keys.get(key, default)
+        if isinstance(value, list):
+            if len(value) != layers or len(set(map(str, value))) != 1:
+                raise PlanError(f"{keys.source}: {key!r} differs between layers (or lists {len(value)} for "
+                                f"{layers} layers); the planner holds one MoE shape for every layer")
+            value = value[0]
+        return Keys({key: value}, keys.source).int(key, least=least)
+
+    shared = per_layer("num_shared_expert", 1, least=0) if keys.bool("use_mixed_mlp_moe", True) else 0
+    return dict(experts=per_layer("num_experts"), top_k=per_layer("moe_topk"),
+                moe_ffn=per_layer("moe_intermediate_size", width), shared_experts=shared,
+                shared_ffn=shared * width or None)
 
 
 def routing_groups(keys: Keys) -> dict:

@@ -369,6 +369,35 @@ def test_ling_reads_its_shared_experts_beside_the_routed_ones():
     assert biased.qkv_bias and not biased.proj_bias and "use_bias" in biased.read_note
 
 
+# Hunyuan-A13B's shape (tencent/Hunyuan-A13B-Instruct; its card: 80B total, 13B active): the expert keys a list of
+# one value a layer
+HUNYUAN_A13B = {"model_type": "hunyuan_v1_moe", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 3072,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 128167,
+                "num_experts": 64, "moe_topk": [8] * 32, "moe_intermediate_size": [3072] * 32,
+                "num_shared_expert": [1] * 32, "use_mixed_mlp_moe": True, "use_qk_norm": True, "use_cla": False,
+                "tie_word_embeddings": True}
+
+
+def test_hunyuan_reads_its_per_layer_expert_lists_and_refuses_cross_layer_attention():
+    """Hunyuan-A13B: 64 experts of 3,072 (8 a token) beside one shared MLP in every layer, Q/K norms; a list that
+    differs between layers, or keys and values shared across layers (CLA), is refused in one line."""
+    a13b = model_from_hf_dict(HUNYUAN_A13B)
+    assert (a13b.experts, a13b.top_k, a13b.expert_width, a13b.shared_width, a13b.moe_layers) == (64, 8, 3072, 3072, 32)
+    assert a13b.qk_norm and not a13b.router_bias and a13b.read_note == ""
+    assert within_published_rounding(a13b.param_count, "80") and within_published_rounding(a13b.active_param_count, "13")
+    scalar = model_from_hf_dict(HUNYUAN_A13B | {"moe_topk": 8, "moe_intermediate_size": 3072, "num_shared_expert": 1})
+    assert scalar == a13b
+    assert model_from_hf_dict(HUNYUAN_A13B | {"use_mixed_mlp_moe": False}).shared_width == 0
+    with pytest.raises(PlanError, match="'moe_topk' differs between layers"):
+        model_from_hf_dict(HUNYUAN_A13B | {"moe_topk": [8] * 31 + [4]})
+    with pytest.raises(PlanError, match="cross-layer attention"):
+        model_from_hf_dict(HUNYUAN_A13B | {"use_cla": True, "cla_share_factor": 2})
+    dense = model_from_hf_dict({k: v for k, v in HUNYUAN_A13B.items() if k in (
+        "num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+        "head_dim", "vocab_size", "use_qk_norm")} | {"model_type": "hunyuan_v1_dense"})
+    assert not dense.is_moe and dense.qk_norm and dense.read_note == ""
+
+
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
     dbrx = family("dbrx")
     assert (dbrx.kv_heads, dbrx.experts, dbrx.top_k, dbrx.moe_layers) == (8, 16, 4, 40)
