@@ -77,7 +77,10 @@ Which keys are read, by ``model_type``:
   ``attn_type_list``: Qwen3-Next, MiniMax-01), convolutions (LFM2), or ``layer_types`` naming them.
 * An unknown ``model_type`` with the Llama keys is read as Llama, and ``Model.read_note`` says so (the
   planner prints it): the count is only as right as the Llama reading of that family.
-* A multimodal wrapper's ``text_config`` is read in place of the outer dict.
+* A multimodal wrapper's ``text_config`` is read in place of the outer dict, and ``read_note`` says that a
+  ``vision_config``'s or ``audio_config``'s encoder is not counted.  Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's language
+  models (``qwen2_vl``, ``qwen2_5_vl_text``, ``qwen3_vl_text``, ``qwen3_vl_moe_text`` ...) are read as Qwen2, Qwen3
+  and Qwen3-MoE.
 * Sliding-window attention: ``sliding_window`` and which layers use it, from ``layer_types`` or the
   family's rule (``hf_keys.sliding_window``); those layers' attention is counted over the window.
 
@@ -113,6 +116,10 @@ GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe", "hunyuan_v1_moe")
 # Kimi K2, DeepSeek-V3.2 and GLM-5 are DeepSeek-V3's architecture (the last two with sparse attention on top)
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2")
+# the language models of vision-language families, which spell their keys as the text family does
+TEXT_OF = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
+           "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
+OTHER_TOWERS = ("vision_config", "audio_config")   # a multimodal config's encoders, which Model does not hold
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
@@ -169,6 +176,12 @@ def model_from_hf_dict(cfg: dict, seq_len: int | None = None, name: str = "", *,
     """The ``Model`` a parsed config.json describes; ``source`` names it in error messages.  ``seq_len``
     not given: 8,192 tokens, or the config's max_position_embeddings when shorter."""
     model = _model_from_hf_dict(cfg, seq_len or DEFAULT_SEQ_LEN, name, source)
+    towers = [key for key in OTHER_TOWERS if isinstance(cfg.get(key), dict)]
+    if towers:   # what a vision-language model's language model leaves out
+        what = " and ".join(key.split("_")[0] for key in towers) + (" encoders are" if len(towers) > 1 else " encoder is")
+        model = replace(model, read_note="; ".join(filter(None, (model.read_note, (
+            f"the language model only: its {what} not counted ({', '.join(towers)}), in parameters, memory or "
+            "FLOPs")))))
     if seq_len is None and model.max_positions and model.max_positions < model.seq_len:
         return replace(model, seq_len=model.max_positions, seq_len_from=(
             f"sequence length not given: the config's max_position_embeddings, {model.max_positions:,} "
@@ -181,7 +194,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrapper: the language model is inside
         cfg, source = cfg["text_config"], f"{source} (text_config)"
     keys = Keys(cfg, source)
-    kind = cfg.get("model_type")
+    kind = TEXT_OF.get(cfg.get("model_type"), cfg.get("model_type"))
     refuse_other_mixers(cfg, kind, source)
     if kind in FAMILY_READERS:
         return FAMILY_READERS[kind](keys, name, seq_len)

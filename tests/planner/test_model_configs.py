@@ -398,6 +398,28 @@ def test_hunyuan_reads_its_per_layer_expert_lists_and_refuses_cross_layer_attent
     assert not dense.is_moe and dense.qk_norm and dense.read_note == ""
 
 
+QWEN3_VL_235B_TEXT = {"model_type": "qwen3_vl_moe_text", "hidden_size": 4096, "num_hidden_layers": 94,
+                      "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 128, "intermediate_size": 12288,
+                      "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8,
+                      "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936, "tie_word_embeddings": False}
+
+
+def test_a_vision_language_config_is_read_as_its_language_model_and_says_what_it_leaves_out():
+    """Qwen3-VL-235B-A22B's language model is Qwen3-MoE's, Qwen3-235B-A22B's shape (its card: 235B, 22B active);
+    Qwen2-VL's is Qwen2's, with its Q/K/V biases.  The encoders beside them are not counted, and the note says so."""
+    wrapped = model_from_hf_dict({"model_type": "qwen3_vl_moe", "vision_config": {"depth": 27},
+                                  "text_config": QWEN3_VL_235B_TEXT})
+    assert wrapped == model_from_hf_dict(QWEN3_VL_235B_TEXT | {"model_type": "qwen3_moe"}) and wrapped.qk_norm
+    assert within_published_rounding(wrapped.param_count, "235") and within_published_rounding(wrapped.active_param_count, "22")
+    assert "the language model only: its vision encoder is not counted (vision_config)" in wrapped.read_note
+    assert "not one the planner knows" not in wrapped.read_note
+    qwen2_vl = {"model_type": "qwen2_vl", "vision_config": {}, "hidden_size": 3584, "num_hidden_layers": 28,
+                "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944, "vocab_size": 152064}
+    text = model_from_hf_dict(qwen2_vl)
+    assert text.qkv_bias and not text.proj_bias and within_published_rounding(text.param_count, "7.62")   # Qwen2-7B
+    assert model_from_hf_dict({k: v for k, v in qwen2_vl.items() if k != "vision_config"}).read_note == ""
+
+
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
     dbrx = family("dbrx")
     assert (dbrx.kv_heads, dbrx.experts, dbrx.top_k, dbrx.moe_layers) == (8, 16, 4, 40)
