@@ -21,7 +21,9 @@ Parameter count (``param_count``; ``active_param_count`` for what one token pass
   n_f the final norm.  The active count takes k of the E experts (``top_k``).
 
 Sliding-window attention (``sliding_window``, in ``local_layers`` of the layers) changes no parameter:
-only what a local layer's attention computes (``attended_keys``: the window, not the sequence).
+only what a local layer's attention computes (``attended_keys``: the window, not the sequence).  DeepSeek Sparse
+Attention (``sparse_keys``: DeepSeek-V3.2, GLM-5) adds its lightning indexer's weights to A
+(``indexer_params``), and each query attends the ``sparse_keys`` keys the indexer picks.
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ class Model:
     v_head_dim: int | None = None   # MLA: per-head size of values; head_size when None
     sliding_window: int | None = None  # keys a query of a local-attention layer sees (Mistral, Gemma 2/3, gpt-oss)
     local_layers: int = 0           # how many of the layers attend only over that window; the rest, whole
+    sparse_keys: int | None = None  # DeepSeek Sparse Attention: keys each query's attention takes (index_topk) ...
+    indexer_heads: int = 0          # ... picked by a lightning indexer of this many heads ...
+    indexer_dim: int = 0            # ... of this size, in every layer (DeepSeek-V3.2, GLM-5: 64 or 32 of 128)
     max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
     seq_len_from: str = field(default="", compare=False)  # why seq_len is what it is, when nobody gave it
     read_note: str = field(default="", compare=False)  # how a config.json of an unnamed family was read
@@ -92,6 +97,9 @@ class Model:
                 raise PlanError(f"group-limited routing needs expert groups dividing the {self.experts} experts "
                                 f"and 1 <= groups per token <= groups, got {self.groups_per_token} of "
                                 f"{self.expert_groups}")
+        if self.sparse_keys is not None and not (self.sparse_keys >= 1 and self.indexer_heads >= 1 and self.indexer_dim >= 1):
+            raise PlanError(f"sparse attention needs >= 1 selected keys and an indexer of >= 1 heads of >= 1, got "
+                            f"{self.sparse_keys!r} keys, {self.indexer_heads!r} heads of {self.indexer_dim!r}")
         if not 0 <= self.local_layers <= self.layers:
             raise PlanError(f"local_layers must be in [0, {self.layers}], got {self.local_layers}")
         if self.local_layers and (isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int)
@@ -123,8 +131,11 @@ class Model:
         return self.v_head_dim or self.head_size
 
     def attended_keys(self, local: bool = False) -> int:
-        """Keys one query's attention spans: the whole sequence, or a local layer's window."""
-        return min(self.seq_len, self.sliding_window) if local and self.local_layers else self.seq_len
+        """Keys one query's attention spans: the whole sequence, a local layer's window, or the keys sparse
+        attention selects (``sparse_keys``)."""
+        if local and self.local_layers:
+            return min(self.seq_len, self.sliding_window)
+        return min(self.seq_len, self.sparse_keys) if self.sparse_keys else self.seq_len
 
     def position_note(self) -> str:
         """A warning when the sequence planned is longer than the config's positions reach, else ''."""
@@ -175,10 +186,18 @@ class Model:
             nope = d - self.qk_rope_dim
             kv = h * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank \
                 + self.kv_lora_rank * a * (nope + self.value_head_size)
-            return q + kv + a * self.value_head_size * h + (h if self.proj_bias else 0)
+            return q + kv + a * self.value_head_size * h + (h if self.proj_bias else 0) + self.indexer_params()
         weights = h * a * d + 2 * h * k * d + a * d * h
         bias = (a * d + 2 * k * d if self.qkv_bias else 0) + (h if self.proj_bias else 0)
-        return weights + bias + (2 * d if self.qk_norm else 0)
+        return weights + bias + (2 * d if self.qk_norm else 0) + self.indexer_params()
+
+    def indexer_params(self) -> int:
+        """Sparse attention's lightning indexer, a layer (DeepSeek's reference ``Indexer``): its queries from the
+        query's compression (or the hidden state), one key with its LayerNorm, and a weight per head."""
+        if not self.sparse_keys:
+            return 0
+        H, d, h = self.indexer_heads, self.indexer_dim, self.hidden
+        return (self.q_lora_rank or h) * H * d + h * (d + H) + 2 * d
 
     def mlp_params(self, width: int | None = None) -> int:
         f, h = self.ffn_width if width is None else width, self.hidden
@@ -248,5 +267,7 @@ class Model:
                    + (f", {self.dense_layers} dense first layer{'s' if self.dense_layers > 1 else ''} ({mlp})"
                       if self.dense_layers else ""))
         window = f", a {self.sliding_window:,}-token window in {self.local_layers} of them" if self.local_layers else ""
+        if self.sparse_keys:
+            window += f", sparse attention over {self.sparse_keys:,} keys (an indexer of {self.indexer_heads} heads)"
         return (f"{self.layers} layers{window}, hidden {self.hidden}, {att}, {mlp}, vocab {self.vocab}"
                 + (", tied embeddings" if self.tied_embeddings else ""))

@@ -62,7 +62,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "dots.llm1, ERNIE 4.5, Ling, Hunyuan, OLMo 2, OLMoE, Kimi K2, MiniMax-M2, Phi-3.5-MoE, DBRX, Nemotron, GPT-NeoX, "
                    "StarCoder2, MPT, Falcon, BLOOM, GPT-2, "
                    "or any config with Llama's keys (read as Llama, and said so); sliding-window layers counted over "
-                   "their window; hybrids with Mamba, linear-attention or convolution layers refused (default: none)")
+                   "their window, DeepSeek Sparse Attention over the keys its indexer picks; hybrids with Mamba, linear-attention or convolution layers refused (default: none)")
     m.add_argument("--params", metavar="N", help="total parameters (default: counted from the shape; alone, "
                    "a Llama-3-style shape is inferred)")
     m.add_argument("--active-params", metavar="N", help="parameters one token passes through (default: counted; "

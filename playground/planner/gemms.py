@@ -23,7 +23,9 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     """The forward GEMMs of one layer on one GPU: (name, batch count, M, N, K).
 
     Attention scores are counted over the whole sequence (causal masking not subtracted, as
-    Megatron's FLOP count does), or over the window of a sliding-window layer (``local``).  An MoE layer's E / EP local experts each see the T k EP / E
+    Megatron's FLOP count does), over the window of a sliding-window layer (``local``), or over the keys
+    sparse attention selects (``Model.sparse_keys``), its indexer's scores then counted as a GEMM over the
+    earlier keys, as its kernel computes them, the heads summed into one logit a key.  An MoE layer's E / EP local experts each see the T k EP / E
     tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token), each
     expert split over ``etp`` ranks (expert tensor parallelism; default: TP's degree)."""
     # a range or a search prices the same few shapes thousands of times: each is listed once (a copy each call)
@@ -44,6 +46,10 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
                          ("kv_up", 1, T, a * (d - model.qk_rope_dim + dv) // t, model.kv_lora_rank)]
     else:
         attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
+    if model.sparse_keys:   # the lightning indexer, whole on every TP rank: its projections, then its scores
+        H, di = model.indexer_heads, model.indexer_dim   # over the earlier keys (half the sequence on average), summed
+        attention += [("indexer_q", 1, T, H * di, model.q_lora_rank or h), ("indexer_k", 1, T, di, h),  # over heads
+                      ("indexer_w", 1, T, H, h), ("indexer_scores", b, s / cp, s / 2, H * di)]
     keys = model.attended_keys(local)
     attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]

@@ -29,8 +29,8 @@ Which keys are read, by ``model_type``:
   ``topk_method: noaux_tc`` (V3) means a per-expert routing bias; ``n_group`` / ``topk_group``
   limit the groups of experts a token is routed to (V3: 4 of 8, one group a node).  The multi-token-prediction module
   (``num_nextn_predict_layers``) is not part of ``Model`` and is not counted.  DeepSeek-V3.2's and GLM-5's sparse
-  attention (``index_n_heads``, ``index_head_dim``, ``index_topk``) is read as dense attention, its lightning indexer not
-  counted, and ``read_note`` says so with the indexer's share of the parameters.
+  attention (``index_n_heads``, ``index_head_dim``, ``index_topk``): each query attends ``index_topk`` keys, its
+  lightning indexer counted (``Model.sparse_keys``), and ``read_note`` says what is not.
 * gemma / gemma2 / gemma3_text: the Llama keys, but the MLP is always gated (GeGLU: ``hidden_act`` or
   ``hidden_activation`` names its GELU), the embedding tied unless ``tie_word_embeddings`` says false,
   and Gemma 2 and 3 put a norm after attention and after the MLP too (``sandwich_norm``); Gemma 3 adds
@@ -105,7 +105,7 @@ from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
 from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, hunyuan, llama4, mlp_is_gated, qwen_moe,
                                         refuse_other_mixers, require_gelu, routing_groups, sliding_window,
-                                        sparse_attention_note)
+                                        sparse_attention)
 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
@@ -285,10 +285,10 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
-    model = Model(**shape)
-    if kind in DEEPSEEK and keys.get("index_topk") is not None:   # sparse attention, which Model does not hold
-        model = replace(model, read_note=sparse_attention_note(keys, layers, hidden, model.param_count))
-    return model
+    if kind in DEEPSEEK and keys.get("index_topk") is not None:   # DeepSeek Sparse Attention
+        sparse, note = sparse_attention(keys, layers, hidden)
+        shape.update(sparse, read_note="; ".join(filter(None, (shape["read_note"], note))))
+    return Model(**shape)
 
 
 def _name_in(cfg: dict) -> str:

@@ -9,8 +9,8 @@
   experts, shared expert and dense layers), ``deepseek`` (MLA and DeepSeek's MoE), ``llama4``
   (interleaved MoE layers), ``ernie_moe`` (ERNIE 4.5's expert keys and MoE layer range), ``hunyuan`` (Hunyuan's
   per-layer expert lists, and its cross-layer attention refused),
-  ``routing_groups`` (group-limited routing), ``sparse_attention_note`` (what DeepSeek-V3.2's and
-  GLM-5's sparse attention adds, said rather than counted), ``mlp_is_gated`` (the MLP's activation), ``require_gelu``
+  ``routing_groups`` (group-limited routing), ``sparse_attention`` (DeepSeek-V3.2's and GLM-5's sparse
+  attention), ``mlp_is_gated`` (the MLP's activation), ``require_gelu``
   (Gemma's GeGLU) and ``sliding_window`` (which layers attend over a window only).
 
 Which family has which keys, and what each means, is in ``hf_config``'s docstring.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from playground.planner.errors import PlanError
 
-__all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "sparse_attention_note", "llama4", "ernie_moe",
+__all__ = ["Keys", "refuse_other_mixers", "qwen_moe", "deepseek", "sparse_attention", "llama4", "ernie_moe",
            "bailing_moe", "hunyuan", "routing_groups", "mlp_is_gated", "require_gelu", "sliding_window"]
 
 GATED_ACTS = ("silu", "swiglu", "swish")
@@ -123,24 +123,26 @@ def deepseek(keys: Keys, kind: str, layers: int) -> dict:
                 router_bias=kind != "deepseek_v2" and keys.get("topk_method") == "noaux_tc")
 
 
-def sparse_attention_note(keys: Keys, layers: int, hidden: int, counted: float) -> str:
-    """What DeepSeek Sparse Attention (DeepSeek-V3.2's, GLM-5's) adds to DeepSeek-V3's architecture, which ``Model``
-    does not represent, said rather than counted.  Its lightning indexer, a layer (DeepSeek's reference ``Indexer``):
-    queries from the query's compression (``q_lora_rank`` x ``index_n_heads`` x ``index_head_dim``), one key
-    (``hidden`` x ``index_head_dim``) with its LayerNorm, and a weight per head (``hidden`` x ``index_n_heads``);
-    in every layer, or in those ``indexer_types`` marks "full" (GLM-5.2's layers that share another's selection have
-    none; ``index_topk_freq`` alone, a rule not read here, makes the count an upper bound).  ``counted``: the
-    parameters counted without it, for its share."""
+def sparse_attention(keys: Keys, layers: int, hidden: int) -> tuple[dict, str]:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2's, GLM-5's) as ``Model`` fields (``sparse_keys``, ``indexer_heads``,
+    ``indexer_dim``) and what the note says of it: each query attends ``index_topk`` keys, picked by a lightning
+    indexer of ``index_n_heads`` heads of ``index_head_dim`` in every layer.  Where ``indexer_types`` gives only some
+    layers an indexer (GLM-5.2's, the others sharing a selection) the note says how many ``Model`` over-counts; where
+    only ``index_topk_freq`` says some share, by a rule not read here, it says they are counted in every layer."""
     heads, dim, topk = keys.int("index_n_heads"), keys.int("index_head_dim"), keys.int("index_topk")
+    one = (keys.int("q_lora_rank", None) or hidden) * heads * dim + hidden * (dim + heads) + 2 * dim
     types = keys.get("indexer_types")
     holding = sum(1 for t in types if t == "full") if isinstance(types, list) else layers
-    bound = "up to " if not isinstance(types, list) and keys.int("index_topk_freq", 1) > 1 else ""
-    indexer = holding * ((keys.int("q_lora_rank", None) or hidden) * heads * dim + hidden * (dim + heads) + 2 * dim)
-    return (f"DeepSeek Sparse Attention read as dense attention: its lightning indexer ({heads} heads of {dim}, "
-            f"{bound}{indexer / 1e6:,.1f} M parameters over {bound}{holding} layers, {indexer / counted:.2%} of the "
-            f"rest) is not counted, and each query attends over the whole causal sequence, as in the dense warm-up; "
-            f"the sparse stage attends index_topk = {topk:,} keys a query, beside the indexer's scores over every "
-            f"earlier key")
+    note = (f"DeepSeek Sparse Attention as its sparse stage trains: each query attends index_topk = {topk:,} keys, "
+            f"picked by a lightning indexer ({heads} heads of {dim}, {layers * one / 1e6:,.1f} M parameters) whose "
+            f"scores over every earlier key count as one GEMM, whole on each TP rank; not counted: the dense warm-up "
+            f"before it (whole-sequence attention), the indexer's KL loss and its activations")
+    if holding < layers:
+        note += (f"; indexer_types gives {holding} of the {layers} layers an indexer, the rest sharing a selection: "
+                 f"counted in every layer, {(layers - holding) * one / 1e6:,.1f} M parameters too many")
+    elif keys.int("index_topk_freq", 1) > 1:
+        note += "; index_topk_freq shares some layers' selections, by a rule not read: an indexer counted in every layer"
+    return dict(sparse_keys=topk, indexer_heads=heads, indexer_dim=dim), note
 
 
 def llama4(keys: Keys, layers: int, expert_width: int) -> dict:

@@ -12,6 +12,8 @@ import pytest
 
 from playground.planner.errors import PlanError
 from playground.planner.hf_config import model_from_hf_dict, read_hf_config
+from playground.planner.costs import flops_per_step
+from playground.planner.layout import Layout
 from playground.planner.presets import PRESETS, preset, preset_names, preset_source
 
 CONFIGS = Path(__file__).resolve().parents[2] / "chapters" / "configs"
@@ -536,33 +538,45 @@ def test_kimi_k2_reads_as_deepseek_v3s_architecture():
     assert within_published_rounding(kimi.param_count / 1000, "1") and within_published_rounding(kimi.active_param_count, "32")
 
 
-def test_deepseek_v3_2_reads_as_v3_and_says_what_its_sparse_attention_adds():
-    """DeepSeek-V3.2 (model_type deepseek_v32) is DeepSeek-V3's architecture with sparse attention on top: the
-    same 671B counted, and the note names what is not: the lightning indexer, 61 x (1,536 x 64 x 128 + 7,168 x
-    (128 + 64) + 2 x 128) parameters, and the sparse stage's index_topk keys a query."""
+def test_deepseek_v3_2_is_v3_with_sparse_attention_its_indexer_counted():
+    """DeepSeek-V3.2 (model_type deepseek_v32) is DeepSeek-V3's architecture with DeepSeek Sparse Attention: each
+    query attends index_topk = 2,048 keys, which a lightning indexer picks, 61 x (1,536 x 64 x 128 + 7,168 x (128 +
+    64) + 2 x 128) = 851.5 M parameters more than V3.  At 4K tokens the two cost about the same a token (half the
+    keys, plus the indexer's scores); at 128K, a fifth: the attention that dominated V3's long sequences is gone,
+    the indexer's scores over every earlier key what remains."""
     v32, v3 = family("deepseek-v3.2"), read_hf_config(CONFIGS / "deepseek-v3")
-    assert v32 == v3 and v3.read_note == ""
     indexer = 61 * (1536 * 64 * 128 + 7168 * (128 + 64) + 2 * 128)
-    assert f"{indexer / 1e6:,.1f} M parameters over 61 layers" in v32.read_note   # 851.5 M
-    assert f"{indexer / v3.param_count:.2%}" == "0.13%" and "0.13% of the rest" in v32.read_note
-    assert "index_topk = 2,048 keys" in v32.read_note and "not counted" in v32.read_note
+    assert v32.param_count - v3.param_count == indexer and v32.attended_keys() == 2048 and v3.read_note == ""
+    assert dataclasses.replace(v32, sparse_keys=None, indexer_heads=0, indexer_dim=0) == v3
+    assert "index_topk = 2,048 keys" in v32.read_note and "851.5 M parameters" in v32.read_note
+    assert "not counted: the dense warm-up" in v32.read_note
+    one = Layout.today(global_batch=1)
+    per_token = {s: [flops_per_step(dataclasses.replace(m, seq_len=s), one, "none") / s for m in (v32, v3)]
+                 for s in (4096, 131072)}
+    assert 0.9 < per_token[4096][0] / per_token[4096][1] < 0.95
+    assert 0.19 < per_token[131072][0] / per_token[131072][1] < 0.22
+    # from 4K to 128K a query's sparse attention stays at 2,048 keys: what grows is the indexer's scores, 2 x 64 x 128
+    # FLOPs a key over half the sequence on average, forward and backward (x 3) in each of the 61 layers
+    indexer_scores = lambda s: 2 * (s / 2) * 64 * 128   # noqa: E731
+    assert per_token[131072][0] - per_token[4096][0] == pytest.approx(
+        61 * 3 * (indexer_scores(131072) - indexer_scores(4096)), rel=1e-9)
 
 
-def test_glm_5_reads_as_deepseek_v3s_architecture_with_its_sparse_attention_said():
+def test_glm_5_reads_as_deepseek_v3s_architecture_with_its_sparse_attention():
     """GLM-5 (model_type glm_moe_dsa; zai-org/GLM-5's card: 744B total, 40B active) is DeepSeek-V3's architecture
     at its own shape, 256-wide heads and values, with DeepSeek Sparse Attention: an indexer of 32 heads a layer.
-    Where only some layers hold an indexer (GLM-5.2's indexer_types), only those are counted in the note; a
-    sharing rule the planner does not read (index_topk_freq alone) makes the note's count an upper bound."""
+    Where only some layers hold an indexer (GLM-5.2's indexer_types) the note says how many parameters counting one
+    in every layer adds; where only index_topk_freq says some share, that they are counted in every layer."""
     glm = family("glm-5")
     assert (glm.experts, glm.top_k, glm.expert_width, glm.dense_layers, glm.is_mla) == (256, 8, 2048, 3, True)
-    assert (glm.head_size, glm.value_head_size, glm.q_lora_rank) == (256, 256, 2048)
-    assert within_published_rounding(glm.param_count, "744")
+    assert (glm.head_size, glm.value_head_size, glm.q_lora_rank, glm.indexer_heads) == (256, 256, 2048, 32)
+    assert within_published_rounding(glm.param_count / 1000, "0.744")      # 743.9B with its 731.0 M of indexers
     assert within_published_rounding(glm.active_param_count - glm.vocab * glm.hidden, "40")   # the input embedding out
-    assert "731.0 M parameters over 78 layers" in glm.read_note            # 78 x (2048 x 32 x 128 + 6144 x 160 + 256)
+    assert "731.0 M parameters" in glm.read_note            # 78 x (2048 x 32 x 128 + 6144 x 160 + 256)
     config = json.loads((FAMILIES / "glm-5" / "config.json").read_text())
     shared = model_from_hf_dict(config | {"indexer_types": ["full", "shared", "shared", "shared"] * 19 + ["full"] * 2})
-    assert "196.8 M parameters over 21 layers" in shared.read_note and shared == glm
-    assert "up to 731.0 M parameters over up to 78 layers" in model_from_hf_dict(config | {"index_topk_freq": 4}).read_note
+    assert "gives 21 of the 78 layers an indexer" in shared.read_note and "534.2 M parameters too many" in shared.read_note
+    assert "counted in every layer" in model_from_hf_dict(config | {"index_topk_freq": 4}).read_note
 
 
 def test_deepseek_v2_lite_projects_queries_whole_where_q_lora_rank_is_null():
