@@ -80,7 +80,7 @@ Which keys are read, by ``model_type``:
 * A multimodal wrapper's ``text_config`` is read in place of the outer dict, and ``read_note`` says that a
   ``vision_config``'s or ``audio_config``'s encoder is not counted.  Qwen2-VL's, Qwen2.5-VL's and Qwen3-VL's language
   models (``qwen2_vl``, ``qwen2_5_vl_text``, ``qwen3_vl_text``, ``qwen3_vl_moe_text`` ...) are read as Qwen2, Qwen3
-  and Qwen3-MoE.
+  and Qwen3-MoE, GLM-4.5V's (``glm4v_moe_text``) as GLM-4.5's.
 * Sliding-window attention: ``sliding_window`` and which layers use it, from ``layer_types`` or the
   family's rule (``hf_keys.sliding_window``); those layers' attention is counted over the window.
 
@@ -118,7 +118,7 @@ OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bai
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2")
 # the language models of vision-language families, which spell their keys as the text family does
 TEXT_OF = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
-           "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
+           "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "glm4v_moe_text": "glm4_moe"}
 OTHER_TOWERS = ("vision_config", "audio_config")   # a multimodal config's encoders, which Model does not hold
 KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")

@@ -408,7 +408,8 @@ QWEN3_VL_235B_TEXT = {"model_type": "qwen3_vl_moe_text", "hidden_size": 4096, "n
 
 def test_a_vision_language_config_is_read_as_its_language_model_and_says_what_it_leaves_out():
     """Qwen3-VL-235B-A22B's language model is Qwen3-MoE's, Qwen3-235B-A22B's shape (its card: 235B, 22B active);
-    Qwen2-VL's is Qwen2's, with its Q/K/V biases.  The encoders beside them are not counted, and the note says so."""
+    Qwen2-VL's is Qwen2's, with its Q/K/V biases; GLM-4.5V's GLM-4.5-Air's.  The encoders beside them are not counted,
+    and the note says so."""
     wrapped = model_from_hf_dict({"model_type": "qwen3_vl_moe", "vision_config": {"depth": 27},
                                   "text_config": QWEN3_VL_235B_TEXT})
     assert wrapped == model_from_hf_dict(QWEN3_VL_235B_TEXT | {"model_type": "qwen3_moe"}) and wrapped.qk_norm
@@ -420,6 +421,9 @@ def test_a_vision_language_config_is_read_as_its_language_model_and_says_what_it
     text = model_from_hf_dict(qwen2_vl)
     assert text.qkv_bias and not text.proj_bias and within_published_rounding(text.param_count, "7.62")   # Qwen2-7B
     assert model_from_hf_dict({k: v for k, v in qwen2_vl.items() if k != "vision_config"}).read_note == ""
+    air = json.loads((FAMILIES / "glm-4.5-air" / "config.json").read_text())   # GLM-4.5V's language model
+    glm_v = model_from_hf_dict({"model_type": "glm4v_moe", "vision_config": {}, "text_config": air | {"model_type": "glm4v_moe_text"}})
+    assert glm_v == family("glm-4.5-air") and "vision encoder" in glm_v.read_note
 
 
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
