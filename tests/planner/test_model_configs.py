@@ -581,6 +581,8 @@ def test_glm_5_reads_as_deepseek_v3s_architecture_with_its_sparse_attention():
     shared = model_from_hf_dict(config | {"indexer_types": ["full", "shared", "shared", "shared"] * 19 + ["full"] * 2})
     assert "gives 21 of the 78 layers an indexer" in shared.read_note and "534.2 M parameters too many" in shared.read_note
     assert "counted in every layer" in model_from_hf_dict(config | {"index_topk_freq": 4}).read_note
+    with pytest.raises(PlanError, match="lacks 'index_n_heads' \\(needed for sparse attention's indexer heads\\)"):
+        model_from_hf_dict({k: v for k, v in config.items() if k != "index_n_heads"})
 
 
 def test_deepseek_v2_lite_projects_queries_whole_where_q_lora_rank_is_null():
