@@ -59,7 +59,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
     m.add_argument("--hf-config", metavar="PATH", help="a Hugging Face config.json, a folder holding one, or a repo id "
                    "(owner/name) whose config.json is in the local Hugging Face cache, read offline: Llama, Mistral, "
                    "Qwen 2/3 (their MoEs, and Qwen2-VL to Qwen3-VL's language models), Mixtral, DeepSeek-V2/V3/V3.2, Gemma 1-3, gpt-oss, Llama 4, GLM-4.5/5, "
-                   "dots.llm1, ERNIE 4.5, Ling, Hunyuan, OLMo 2, OLMoE, Kimi K2, MiniMax-M2, Phi-3.5-MoE, DBRX, Nemotron, GPT-NeoX, "
+                   "dots.llm1, ERNIE 4.5, Ling, Hunyuan, OLMo 2/3, OLMoE, Kimi K2, MiniMax-M2, Phi-3.5-MoE, DBRX, Nemotron, GPT-NeoX, "
                    "StarCoder2, MPT, Falcon, BLOOM, GPT-2, "
                    "or any config with Llama's keys (read as Llama, and said so); sliding-window layers counted over "
                    "their window, DeepSeek Sparse Attention over the keys its indexer picks; hybrids with Mamba, linear-attention or convolution layers refused (default: none)")

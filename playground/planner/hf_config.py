@@ -14,7 +14,7 @@ Which keys are read, by ``model_type``:
   others); Qwen3 has a per-head RMSNorm on queries and keys.
 * mixtral, granitemoe, minimax_m2, phimoe: ``num_local_experts`` and ``num_experts_per_tok``; each expert is
   ``intermediate_size`` wide (MiniMax-M2 adds Q/K norms, ``use_qk_norm``, and a per-expert routing bias,
-  ``use_routing_bias``).  olmoe (and dense olmo2): the same with ``num_experts``, and Q/K norms
+  ``use_routing_bias``).  olmoe (and dense olmo2, olmo3): the same with ``num_experts``, and Q/K norms
   (OLMo's span the whole projection, not one head: a few thousand weights a layer more than ``Model``'s
   per-head norms count).
 * qwen2_moe / qwen3_moe: ``num_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``,
@@ -110,7 +110,7 @@ from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, 
 __all__ = ["read_hf_config", "model_from_hf_dict"]
 
 LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "granitemoe", "olmoe",
-               "olmo2", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe", "hunyuan_v1_dense")
+               "olmo2", "olmo3", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe", "hunyuan_v1_dense")
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe", "hunyuan_v1_moe")
@@ -254,7 +254,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                                                                     "of the parameters")))
     if kind in LAYERNORM:
         shape["norm"] = "layernorm"
-    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "dots1") or \
+    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "olmo3", "dots1") or \
         (kind in ("glm4_moe", "minimax_m2", "bailing_moe", "hunyuan_v1_dense", "hunyuan_v1_moe")
          and keys.bool("use_qk_norm", False))
     if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2", "phimoe"):

@@ -426,6 +426,18 @@ def test_a_vision_language_config_is_read_as_its_language_model_and_says_what_it
     assert glm_v == family("glm-4.5-air") and "vision encoder" in glm_v.read_note
 
 
+def test_olmo_3_is_olmo_2_with_a_window_on_three_layers_in_four():
+    """OLMo 3 7B (allenai/Olmo-3-1025-7B: OLMo 2 7B's shape, 7.3B) adds a 4,096-token window on three of every four
+    layers (layer_types); read by its name, with Q/K norms, and no note that it was guessed."""
+    shape = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+             "intermediate_size": 11008, "vocab_size": 100278, "tie_word_embeddings": False}
+    olmo3 = model_from_hf_dict(shape | {"model_type": "olmo3", "sliding_window": 4096,
+                                        "layer_types": (["sliding_attention"] * 3 + ["full_attention"]) * 8})
+    assert (olmo3.local_layers, olmo3.sliding_window, olmo3.qk_norm, olmo3.read_note) == (24, 4096, True, "")
+    assert olmo3.param_count == model_from_hf_dict(shape | {"model_type": "olmo2"}).param_count
+    assert within_published_rounding(olmo3.param_count, "7.3")
+
+
 def test_dbrx_reads_its_attention_and_experts_from_their_own_blocks():
     dbrx = family("dbrx")
     assert (dbrx.kv_heads, dbrx.experts, dbrx.top_k, dbrx.moe_layers) == (8, 16, 4, 40)
