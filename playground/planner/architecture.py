@@ -74,7 +74,8 @@ class Model:
     local_layers: int = 0           # how many of the layers attend only over that window; the rest, whole
     sparse_keys: int | None = None  # DeepSeek Sparse Attention: keys each query's attention takes (index_topk) ...
     indexer_heads: int = 0          # ... picked by a lightning indexer of this many heads ...
-    indexer_dim: int = 0            # ... of this size, in every layer (DeepSeek-V3.2, GLM-5: 64 or 32 of 128)
+    indexer_dim: int = 0            # ... of this size (DeepSeek-V3.2, GLM-5: 64 or 32 of 128) ...
+    indexer_layers: int | None = None  # ... in this many layers, the rest reusing a selection (None: every layer)
     max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
     seq_len_from: str = field(default="", compare=False)  # why seq_len is what it is, when nobody gave it
     read_note: str = field(default="", compare=False)  # how a config.json of an unnamed family was read
@@ -100,6 +101,8 @@ class Model:
         if self.sparse_keys is not None and not (self.sparse_keys >= 1 and self.indexer_heads >= 1 and self.indexer_dim >= 1):
             raise PlanError(f"sparse attention needs >= 1 selected keys and an indexer of >= 1 heads of >= 1, got "
                             f"{self.sparse_keys!r} keys, {self.indexer_heads!r} heads of {self.indexer_dim!r}")
+        if self.indexer_layers is not None and not 1 <= self.indexer_layers <= self.layers:
+            raise PlanError(f"indexer_layers must be in [1, {self.layers}], got {self.indexer_layers!r}")
         if not 0 <= self.local_layers <= self.layers:
             raise PlanError(f"local_layers must be in [0, {self.layers}], got {self.local_layers}")
         if self.local_layers and (isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int)
@@ -191,13 +194,20 @@ class Model:
         bias = (a * d + 2 * k * d if self.qkv_bias else 0) + (h if self.proj_bias else 0)
         return weights + bias + (2 * d if self.qk_norm else 0) + self.indexer_params()
 
-    def indexer_params(self) -> int:
+    def indexer_params(self) -> float:
         """Sparse attention's lightning indexer, a layer (DeepSeek's reference ``Indexer``): its queries from the
-        query's compression (or the hidden state), one key with its LayerNorm, and a weight per head."""
+        query's compression (or the hidden state), one key with its LayerNorm, and a weight per head; averaged
+        over the layers where only ``indexer_layers`` of them hold one (``indexer_share``)."""
         if not self.sparse_keys:
             return 0
         H, d, h = self.indexer_heads, self.indexer_dim, self.hidden
-        return (self.q_lora_rank or h) * H * d + h * (d + H) + 2 * d
+        one = (self.q_lora_rank or h) * H * d + h * (d + H) + 2 * d
+        return one if self.indexer_layers is None else one * self.indexer_share
+
+    @property
+    def indexer_share(self) -> float:
+        """The share of the layers that hold a sparse-attention indexer and compute its selection."""
+        return 1.0 if self.indexer_layers is None else self.indexer_layers / self.layers
 
     def mlp_params(self, width: int | None = None) -> int:
         f, h = self.ffn_width if width is None else width, self.hidden

@@ -47,9 +47,10 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
     else:
         attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
     if model.sparse_keys:   # the lightning indexer, whole on every TP rank: its projections, then its scores
-        H, di = model.indexer_heads, model.indexer_dim   # over the earlier keys (half the sequence on average), summed
-        attention += [("indexer_q", 1, T, H * di, model.q_lora_rank or h), ("indexer_k", 1, T, di, h),  # over heads
-                      ("indexer_w", 1, T, H, h), ("indexer_scores", b, s / cp, s / 2, H * di)]
+        H, di, n = model.indexer_heads, model.indexer_dim, model.indexer_share   # over the earlier keys (half the
+        attention += [("indexer_q", n, T, H * di, model.q_lora_rank or h), ("indexer_k", n, T, di, h),  # sequence on
+                      ("indexer_w", n, T, H, h), ("indexer_scores", b * n, s / cp, s / 2, H * di)]   # average), summed
+        # over heads; in the share of the layers that hold one (an average layer's)
     keys = model.attended_keys(local)
     attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]

@@ -582,7 +582,7 @@ def test_glm_5_reads_as_deepseek_v3s_architecture_with_its_sparse_attention():
     """GLM-5 (model_type glm_moe_dsa; zai-org/GLM-5's card: 744B total, 40B active) is DeepSeek-V3's architecture
     at its own shape, 256-wide heads and values, with DeepSeek Sparse Attention: an indexer of 32 heads a layer.
     Where only some layers hold an indexer (GLM-5.2's: indexer_types, or Megatron-Core's rule for index_topk_freq and
-    index_skip_topk_offset) the note says how many parameters counting one in every layer adds."""
+    index_skip_topk_offset), only those are counted, in the parameters and the FLOPs."""
     glm = family("glm-5")
     assert (glm.experts, glm.top_k, glm.expert_width, glm.dense_layers, glm.is_mla) == (256, 8, 2048, 3, True)
     assert (glm.head_size, glm.value_head_size, glm.q_lora_rank, glm.indexer_heads) == (256, 256, 2048, 32)
@@ -591,11 +591,17 @@ def test_glm_5_reads_as_deepseek_v3s_architecture_with_its_sparse_attention():
     assert "731.0 M parameters" in glm.read_note            # 78 x (2048 x 32 x 128 + 6144 x 160 + 256)
     config = json.loads((FAMILIES / "glm-5" / "config.json").read_text())
     shared = model_from_hf_dict(config | {"indexer_types": ["full", "shared", "shared", "shared"] * 19 + ["full"] * 2})
-    assert "21 of the 78 layers hold an indexer" in shared.read_note and "534.2 M parameters and" in shared.read_note
+    one = 2048 * 32 * 128 + 6144 * 160 + 256
+    assert shared.indexer_layers == 21 and glm.param_count - shared.param_count == pytest.approx(57 * one)
+    assert "21 of the 78 layers hold an indexer" in shared.read_note and "196.8 M parameters" in shared.read_note
     # Megatron-Core's rule: layers 1-3 select, then every 4th (7, 11, ..., 75): 21 of 78
     by_rule = model_from_hf_dict(config | {"index_topk_freq": 4, "index_skip_topk_offset": 3})
-    assert by_rule.read_note == shared.read_note
-    assert "hold an indexer" not in glm.read_note
+    assert by_rule == shared and by_rule.read_note == shared.read_note and "hold an indexer" not in glm.read_note
+    # the indexer's FLOPs in 21 layers, not 78: its projections' (the weights less the LayerNorm) and its scores'
+    one_seq = Layout.today(global_batch=1)
+    saved = (flops_per_step(glm, one_seq, "none") - flops_per_step(shared, one_seq, "none")) / glm.seq_len
+    per_layer = 2 * (one - 2 * 128) + 2 * (glm.seq_len / 2) * 32 * 128   # a token's, over half the sequence
+    assert saved == pytest.approx(57 * 3 * per_layer, rel=1e-9)
     with pytest.raises(PlanError, match="lacks 'index_n_heads' \\(needed for sparse attention's indexer heads\\)"):
         model_from_hf_dict({k: v for k, v in config.items() if k != "index_n_heads"})
 
