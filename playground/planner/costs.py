@@ -14,7 +14,8 @@ constant and formula comes from.  ``Model`` (``architecture``), ``Cluster``, ``L
 from __future__ import annotations
 
 from playground.planner.architecture import Model
-from playground.planner.gemms import ATTENTION_CORE, block_matmuls, layer_gemms, module_recomputed, per_op_recomputed
+from playground.planner.gemms import (ACTIVATION_GEMMS, ATTENTION_CORE, block_matmuls, layer_gemms, module_recomputed,
+                                      per_op_recomputed)
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 from playground.planner.kernel_rates import (attention_efficiency, causal_executed, fa2_rate,  # noqa: F401
                                              fp8_backward_accumulation, gemm_time, peak_flops, sustained_rate)
@@ -102,14 +103,15 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     pace = lambda name: layout.moe_imbalance if name.startswith("experts") else 1  # noqa: E731
     rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * pace(g[0]) for g in gemms if g[0] not in ATTENTION_CORE)
     # backward of each: the input gradient (M x N by N x K), and the weight gradient (K x M by M x N)
-    # accumulated into its fp32 main gradient, micro-batch after micro-batch
+    # accumulated into its fp32 main gradient, micro-batch after micro-batch (an activation's written once)
     rest_backward = sum((gemm_time(c, M, K, N, gpu, eff, layout.dtype)
-                         + gemm_time(c, K, N, M, gpu, eff, layout.dtype, out_bytes=8)) * pace(name)
+                         + gemm_time(c, K, N, M, gpu, eff, layout.dtype,
+                                     out_bytes=BYTES if name in ACTIVATION_GEMMS else 8)) * pace(name)
                         for name, c, M, N, K in gemms if name not in ATTENTION_CORE) \
         * fp8_backward_accumulation(gpu, layout, eff)
     cast = fp8_cast_bytes(model, layout, moe) / 3 if layout.dtype == "fp8" else 0.0  # a third per pass
     if layout.fp32_stream:   # autocast casts each fp32 weight to bf16 where it is used: read 4 B, write 2
-        cast += 6 * sum(c * K * N for name, c, M, N, K in gemms if name not in ATTENTION_CORE)
+        cast += 6 * sum(c * K * N for name, c, M, N, K in gemms if name not in ATTENTION_CORE + ACTIVATION_GEMMS)
     if layout.flash_attention:  # one fused kernel: the causal half it executes, at its kernel's rate; no s^2 traffic
         executed = causal_executed(s, keys)  # 128 x 128 blocks: the diagonal ones run whole
         attn_t = executed * sum(2 * c * M * N * K for _, c, M, N, K in core) \
@@ -236,8 +238,8 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     micro-batch is 1/m), else every micro-batch.  The attention core and the logits stay in bf16
     and cast nothing."""
     per_element = fp8_cast_bytes_per_element(layout.fp8_scaling)
-    weights = layout.fp8_weight_share
-    return per_element * sum(c * (M * K + weights * K * N + M * N)
+    share = layout.fp8_weight_share   # an activation on the right (ACTIVATION_GEMMS) is cast every micro-batch
+    return per_element * sum(c * (M * K + (1 if name in ACTIVATION_GEMMS else share) * K * N + M * N)
                              for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,
                                                                  layout.ep, moe, layout.expert_tp_degree)
                              if name not in ATTENTION_CORE)

@@ -13,9 +13,13 @@ import functools
 
 from playground.planner.architecture import Model
 
-__all__ = ["ATTENTION_CORE", "layer_gemms", "block_matmuls", "per_op_recomputed", "module_recomputed"]
+__all__ = ["ATTENTION_CORE", "ACTIVATION_GEMMS", "layer_gemms", "block_matmuls", "per_op_recomputed",
+           "module_recomputed"]
 
 ATTENTION_CORE = ("scores", "context")
+# GEMMs outside the attention core whose right-hand operand is an activation, not a weight: nothing to gather,
+# cast once a step or accumulate into a main gradient (sparse attention's indexer scores its keys)
+ACTIVATION_GEMMS = ("indexer_scores",)
 
 
 def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
@@ -46,11 +50,12 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
                          ("kv_up", 1, T, a * (d - model.qk_rope_dim + dv) // t, model.kv_lora_rank)]
     else:
         attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
-    if model.sparse_keys:   # the lightning indexer, whole on every TP rank: its projections, then its scores
-        H, di, n = model.indexer_heads, model.indexer_dim, model.indexer_share   # over the earlier keys (half the
-        attention += [("indexer_q", n, T, H * di, model.q_lora_rank or h), ("indexer_k", n, T, di, h),  # sequence on
-                      ("indexer_w", n, T, H, h), ("indexer_scores", b * n, s / cp, s / 2, H * di)]   # average), summed
-        # over heads; in the share of the layers that hold one (an average layer's)
+    if model.sparse_keys:
+        # the lightning indexer, whole on every TP rank: its projections, then its scores over the earlier keys
+        # (half the sequence on average), summed over its heads; counted at the share of the layers holding one
+        H, di, n = model.indexer_heads, model.indexer_dim, model.indexer_share
+        attention += [("indexer_q", n, T, H * di, model.q_lora_rank or h), ("indexer_k", n, T, di, h),
+                      ("indexer_w", n, T, H, h), ("indexer_scores", b * n, s / cp, s / 2, H * di)]
     keys = model.attended_keys(local)
     attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]
@@ -71,11 +76,11 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
 
 def block_matmuls(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
                   moe: bool = False, etp: int | None = None) -> list[tuple[str, float, float, int, int]]:
-    """``layer_gemms`` without the attention core, one entry per matmul as a Llama block calls them:
+    """``layer_gemms`` without the attention core (nor ``ACTIVATION_GEMMS``), one entry per matmul as a Llama block calls them:
     Q, K and V apart, the gate and up projections apart (the order per-op checkpointing counts)."""
     out = []
     for name, c, M, N, K in layer_gemms(model, micro_batch, tp, cp, ep, moe, etp):
-        if name in ATTENTION_CORE:
+        if name in ATTENTION_CORE + ACTIVATION_GEMMS:
             continue
         if name == "qkv":
             d, kv = model.head_size, model.kv_head_count

@@ -576,6 +576,9 @@ def test_deepseek_v3_2_is_v3_with_sparse_attention_its_indexer_counted():
     indexer_scores = lambda s: 2 * (s / 2) * 64 * 128   # noqa: E731
     assert per_token[131072][0] - per_token[4096][0] == pytest.approx(
         61 * 3 * (indexer_scores(131072) - indexer_scores(4096)), rel=1e-9)
+    # the indexer's scores multiply two activations: no weight to gather whole under ZeRO-3, however long the sequence
+    from playground.planner.memory import largest_weight
+    assert largest_weight(dataclasses.replace(v32, seq_len=131072), one) == largest_weight(v3, one)
     from playground.planner import plan   # the plan says how it counted
     sparse = plan(model=dataclasses.replace(v32, seq_len=131072), tokens=1e12, gpus=1024, global_batch=512, tp=1, pp=1,
                   cp=8, ep=32, zero_stage=3, recompute="full")
