@@ -147,6 +147,21 @@ class Model:
                     f"({self.max_positions:,}): pass --seq-len with the length you will train at")
         return ""
 
+    def sparse_attention_note(self) -> str:
+        """What a plan says of DeepSeek Sparse Attention, where the model has it: how it is counted (the indexer's
+        weights as ``indexer_params`` counts them) and what is left out; else ''."""
+        if not self.sparse_keys:
+            return ""
+        holding = self.indexer_layers or self.layers
+        note = (f"DeepSeek Sparse Attention as its sparse stage trains: each query attends index_topk = "
+                f"{self.sparse_keys:,} keys, picked by a lightning indexer ({self.indexer_heads} heads of "
+                f"{self.indexer_dim}, {self.layers * self.indexer_params() / 1e6:,.1f} M parameters) whose scores "
+                f"over every earlier key count as one GEMM, whole on each TP rank; not counted: the dense warm-up "
+                f"before it (whole-sequence attention), the indexer's KL loss and its activations")
+        if holding < self.layers:
+            note += f"; {holding} of the {self.layers} layers hold an indexer, the rest reusing a selection"
+        return note
+
     @property
     def is_moe(self) -> bool:
         return self.experts > 0

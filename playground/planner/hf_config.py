@@ -286,8 +286,9 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)
     if kind in DEEPSEEK and keys.get("index_topk") is not None:   # DeepSeek Sparse Attention
-        sparse, note = sparse_attention(keys, layers, hidden)
-        shape.update(sparse, read_note="; ".join(filter(None, (shape["read_note"], note))))
+        shape.update(sparse_attention(keys, layers))
+        model = Model(**shape)
+        return replace(model, read_note="; ".join(filter(None, (model.read_note, model.sparse_attention_note()))))
     return Model(**shape)
 
 

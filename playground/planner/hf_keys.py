@@ -125,27 +125,19 @@ def deepseek(keys: Keys, kind: str, layers: int) -> dict:
                 router_bias=kind != "deepseek_v2" and keys.get("topk_method") == "noaux_tc")
 
 
-def sparse_attention(keys: Keys, layers: int, hidden: int) -> tuple[dict, str]:
-    """DeepSeek Sparse Attention (DeepSeek-V3.2's, GLM-5's) as ``Model`` fields (``sparse_keys``, ``indexer_heads``,
-    ``indexer_dim``) and what the note says of it: each query attends ``index_topk`` keys, picked by a lightning
-    indexer of ``index_n_heads`` heads of ``index_head_dim``, in every layer or (``indexer_layers``) only in some, the
-    others reusing a selection (GLM-5.2's): those ``indexer_types`` marks "full", or else those Megatron-Core's rule
-    for ``index_topk_freq`` and ``index_skip_topk_offset`` computes (``is_dsa_skip_topk_layer``: layer l, from 1,
-    selects when max(l - max(offset, 1), 0) is a multiple of the frequency)."""
-    heads, dim, topk = keys.int("index_n_heads"), keys.int("index_head_dim"), keys.int("index_topk")
-    one = (keys.int("q_lora_rank", None) or hidden) * heads * dim + hidden * (dim + heads) + 2 * dim
+def sparse_attention(keys: Keys, layers: int) -> dict:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2's, GLM-5's) as ``Model`` fields: each query attends ``index_topk``
+    keys (``sparse_keys``), picked by a lightning indexer of ``index_n_heads`` heads of ``index_head_dim``, in every
+    layer or (``indexer_layers``) only in some, the others reusing a selection (GLM-5.2's): those ``indexer_types``
+    marks "full", or else those Megatron-Core's rule for ``index_topk_freq`` and ``index_skip_topk_offset`` computes
+    (``is_dsa_skip_topk_layer``: layer l, from 1, selects when max(l - max(offset, 1), 0) is a multiple of the
+    frequency)."""
     types, freq = keys.get("indexer_types"), keys.int("index_topk_freq", 1)
     offset = max(keys.int("index_skip_topk_offset", 0, least=0), 1)
     holding = sum(1 for t in types if t == "full") if isinstance(types, list) else \
         sum(1 for layer in range(1, layers + 1) if max(layer - offset, 0) % freq == 0)
-    note = (f"DeepSeek Sparse Attention as its sparse stage trains: each query attends index_topk = {topk:,} keys, "
-            f"picked by a lightning indexer ({heads} heads of {dim}, {holding * one / 1e6:,.1f} M parameters) whose "
-            f"scores over every earlier key count as one GEMM, whole on each TP rank; not counted: the dense warm-up "
-            f"before it (whole-sequence attention), the indexer's KL loss and its activations")
-    if holding < layers:
-        note += f"; {holding} of the {layers} layers hold an indexer, the rest reusing a selection"
-    return dict(sparse_keys=topk, indexer_heads=heads, indexer_dim=dim,
-                indexer_layers=holding if holding < layers else None), note
+    return dict(sparse_keys=keys.int("index_topk"), indexer_heads=keys.int("index_n_heads"),
+                indexer_dim=keys.int("index_head_dim"), indexer_layers=holding if holding < layers else None)
 
 
 def llama4(keys: Keys, layers: int, expert_width: int) -> dict:
