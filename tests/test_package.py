@@ -34,8 +34,10 @@ RUNS = {
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs", "efficiency_sources", "replay_cache"},
+    {"ssm", "model_text"},  # a hybrid's Mamba-2 mixer, which Model holds; a Model in words
     {"architecture", "goodput", "efficiency", "hf_keys"},
-    {"stages", "hf_families"},  # hf_families reads nested blocks (DBRX's) with hf_keys' typed look-ups
+    {"stages", "hf_families", "hf_hybrid"},  # hf_families reads nested blocks (DBRX's) with hf_keys' typed look-ups,
+    # hf_hybrid Nemotron-H's blocks
     {"layout", "hf_config", "presets", "gemms"},
     {"layout_checks", "activations"},  # whether a layout can run; what a layer keeps for backward
     {"memory", "measure", "comm_costs", "moe_kernels", "kernel_rates"},

@@ -86,10 +86,12 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     d, dv = model.head_size, model.value_head_size
     lin = 1 if fp8 != "none" else BYTES                 # bytes of one saved element a linear layer reads
     gate = 1 if fp8 == "all" else BYTES                 # ... and one the MLP's activation reads
-    outputs = 0 if "layernorm" in modules else (1 if "qkv_linear" in offload else 2) * h  # both norms' outputs,
-    # unless recomputed or (the attention's) offloaded; their inputs, unless offloaded; the two dropout masks
-    inputs = BYTES * h * (2 - ("attn_norm" in offload) - ("mlp_norm" in offload))
-    whole = inputs + lin * outputs + (2 * h if dropout else 0)
+    att = model.attention_share                         # a hybrid's share of attention mixers, the rest Mamba-2
+    norms = 1 + att + model.ssm_share                   # two norms a layer (a hybrid: the FFN's and each mixer's)
+    outputs = 0 if "layernorm" in modules else (norms - att * ("qkv_linear" in offload)) * h  # the norms' outputs,
+    # unless recomputed or (the attention's) offloaded; their inputs, unless offloaded; the dropout masks
+    inputs = BYTES * h * (norms - att * ("attn_norm" in offload) - ("mlp_norm" in offload))
+    whole = inputs + lin * outputs + (norms * h if dropout else 0)
     if model.is_mla:  # the latents and their norms (down-projections are not split over TP)
         whole += lin * (2 * (model.q_lora_rank or 0) + 2 * model.kv_lora_rank + model.qk_rope_dim)
         k = a
@@ -98,6 +100,9 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     split = qkv + attn_out * BYTES * a * dv             # Q, K, V and the attention output
     if fp8 == "inputs" and attn_out:
         split += a * dv                                 # the output projection's FP8 copy of its input
+    split *= att
+    if model.ssm_layers:                                # what a Mamba-2 mixer keeps, past its norm's output
+        split += model.ssm_share * model.ssm.saved_bytes(1, 1)
     mlp = lambda f: (gate * (2 if model.gated_mlp else 1) + lin) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:
         if "moe" not in modules:
@@ -141,9 +146,9 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
     if layout.recompute == "op":  # the layer input, every other matmul's output, the attention output
         kept = sum(c * M * N for _, c, M, N, _k in
                    block_matmuls(model, layout.micro_batch, t, c, layout.ep, moe, layout.expert_tp_degree)[::2])
-        attention_out = tokens * model.heads * model.value_head_size / t
+        attention_out = tokens * model.heads * model.value_head_size / t * model.attention_share
         return BYTES * (model.hidden * tokens / (t if layout.sequence_parallel else 1) + kept + attention_out) \
-            + 4 * model.heads * tokens / t + stream
+            + 4 * model.heads * tokens / t * model.attention_share + stream
     modules = layout.selective_modules
     fp8 = "none" if layout.dtype != "fp8" else "all" if layout.fp8_activations else \
         "inputs" if layout.fp8_saved_inputs else "none"
@@ -151,9 +156,9 @@ def layer_activation_bytes(model: Model, layout: Layout, moe: bool = False) -> f
                                     layout.offload_modules)
     saved = tokens * (whole / (t if layout.sequence_parallel else 1) + split / t)
     if layout.flash_attention:
-        return saved + 4 * model.heads * tokens / t                        # log-sum-exp per row
+        return saved + 4 * model.heads * tokens / t * model.attention_share   # log-sum-exp per row
     if "core_attn" in modules:
         return saved                                                       # scores recomputed
     local = model.local_layers / model.layers   # a sliding-window layer keeps only its window's scores
     keys = (1 - local) * model.seq_len + local * model.attended_keys(True)
-    return saved + (5 if layout.dropout else 2) * model.heads * tokens * keys / t
+    return saved + (5 if layout.dropout else 2) * model.heads * tokens * keys / t * model.attention_share

@@ -24,6 +24,11 @@ Sliding-window attention (``sliding_window``, in ``local_layers`` of the layers)
 only what a local layer's attention computes (``attended_keys``: the window, not the sequence).  DeepSeek Sparse
 Attention (``sparse_keys``: DeepSeek-V3.2, GLM-5) adds its lightning indexer's weights to A
 (``indexer_params``), and each query attends the ``sparse_keys`` keys the indexer picks.
+
+A hybrid (Nemotron-H, Nemotron 3) mixes Mamba-2 mixers (``ssm``, a ``ssm.Mamba2``) with a few attention layers:
+``layers`` then counts its MLP or MoE blocks, and ``ssm_layers`` Mamba-2 mixers and ``attention_layers``
+attention mixers spread among them, each mixer with its input norm.  The step-time and memory models price an
+average layer (``attention_share``, ``ssm_share`` of a mixer each), as they do sliding-window layers.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from playground.planner.errors import PlanError
+from playground.planner.model_text import model_line, position_note, sparse_attention_note
+from playground.planner.ssm import Mamba2
 
 __all__ = ["Model", "DEFAULT_SEQ_LEN"]
 
@@ -76,6 +83,9 @@ class Model:
     indexer_heads: int = 0          # ... picked by a lightning indexer of this many heads ...
     indexer_dim: int = 0            # ... of this size (DeepSeek-V3.2, GLM-5: 64 or 32 of 128) ...
     indexer_layers: int | None = None  # ... in this many layers, the rest reusing a selection (None: every layer)
+    ssm: Mamba2 | None = None       # a hybrid's Mamba-2 mixer (Nemotron-H) ...
+    ssm_layers: int = 0             # ... of which it has this many, beside ...
+    attention_layers: int | None = None  # ... this many attention mixers (None: one in each of the layers)
     max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
     seq_len_from: str = field(default="", compare=False)  # why seq_len is what it is, when nobody gave it
     read_note: str = field(default="", compare=False)  # how a config.json of an unnamed family was read
@@ -103,6 +113,11 @@ class Model:
                             f"{self.sparse_keys!r} keys, {self.indexer_heads!r} heads of {self.indexer_dim!r}")
         if self.indexer_layers is not None and not 1 <= self.indexer_layers <= self.layers:
             raise PlanError(f"indexer_layers must be in [1, {self.layers}], got {self.indexer_layers!r}")
+        if self.ssm_layers and self.ssm is None or self.ssm_layers < 0:
+            raise PlanError(f"a hybrid needs its Mamba-2 mixer's shape and >= 0 of them, got {self.ssm_layers!r} "
+                            f"mixers of {self.ssm!r}")
+        if self.attention_layers is not None and not 0 <= self.attention_layers <= self.layers + self.ssm_layers:
+            raise PlanError(f"attention_layers must be in [0, {self.layers + self.ssm_layers}], got {self.attention_layers!r}")
         if not 0 <= self.local_layers <= self.layers:
             raise PlanError(f"local_layers must be in [0, {self.layers}], got {self.local_layers}")
         if self.local_layers and (isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int)
@@ -142,25 +157,21 @@ class Model:
 
     def position_note(self) -> str:
         """A warning when the sequence planned is longer than the config's positions reach, else ''."""
-        if self.max_positions and self.seq_len > self.max_positions:
-            return (f"the sequence of {self.seq_len:,} tokens is beyond this config's max_position_embeddings "
-                    f"({self.max_positions:,}): pass --seq-len with the length you will train at")
-        return ""
+        return position_note(self)
 
     def sparse_attention_note(self) -> str:
-        """What a plan says of DeepSeek Sparse Attention, where the model has it: how it is counted (the indexer's
-        weights as ``indexer_params`` counts them) and what is left out; else ''."""
-        if not self.sparse_keys:
-            return ""
-        holding = self.indexer_layers or self.layers
-        note = (f"DeepSeek Sparse Attention as its sparse stage trains: each query attends index_topk = "
-                f"{self.sparse_keys:,} keys, picked by a lightning indexer ({self.indexer_heads} heads of "
-                f"{self.indexer_dim}, {self.layers * self.indexer_params() / 1e6:,.1f} M parameters) whose scores "
-                f"over every earlier key count as one GEMM, whole on each TP rank; not counted: the dense warm-up "
-                f"before it (whole-sequence attention), the indexer's KL loss and its activations")
-        if holding < self.layers:
-            note += f"; {holding} of the {self.layers} layers hold an indexer, the rest reusing a selection"
-        return note
+        """What a plan says of DeepSeek Sparse Attention, where the model has it, else '' (``model_text``)."""
+        return sparse_attention_note(self)
+
+    @property
+    def attention_share(self) -> float:
+        """Attention mixers a layer (1, but in a hybrid)."""
+        return 1.0 if self.attention_layers is None else self.attention_layers / self.layers
+
+    @property
+    def ssm_share(self) -> float:
+        """Mamba-2 mixers a layer (0, but in a hybrid)."""
+        return self.ssm_layers / self.layers
 
     @property
     def is_moe(self) -> bool:
@@ -191,9 +202,18 @@ class Model:
     def _norm(self) -> int:
         return (2 if self.norm == "layernorm" else 1) * self.hidden
 
-    def _layer_norms(self) -> int:
-        """Norm weights of one layer: before attention and the MLP, and after each with sandwich norms."""
-        return (4 if self.sandwich_norm else 2) * self._norm()
+    def _layer_norms(self) -> float:
+        """Norm weights of one layer: before attention (each mixer, in a hybrid) and the MLP, and after each with
+        sandwich norms."""
+        norms = 2 if self.attention_layers is None and not self.ssm_layers else 1 + self.attention_share + self.ssm_share
+        return (2 if self.sandwich_norm else 1) * norms * self._norm()
+
+    def mixer_params(self) -> float:
+        """One layer's mixers: its attention block, or in a hybrid its share of the attention and Mamba-2 ones."""
+        if self.attention_layers is None and not self.ssm_layers:
+            return self.attention_params()
+        ssm = self.ssm_share * self.ssm.params(self.hidden) if self.ssm_layers else 0
+        return self.attention_share * self.attention_params() + ssm
 
     def attention_params(self) -> int:
         """Weights (and biases, norms) of one attention block, its input norm excluded."""
@@ -238,12 +258,12 @@ class Model:
         return self.mlp_params(self.shared_width) if self.shared_width else 0
 
     def dense_layer_params(self) -> int:
-        return self.attention_params() + self.mlp_params() + self._layer_norms()
+        return self.mixer_params() + self.mlp_params() + self._layer_norms()
 
     def moe_layer_params(self, experts: int | None = None) -> int:
         """One MoE layer with ``experts`` of its routed experts (all of them when None)."""
         e = self.experts if experts is None else experts
-        return self.attention_params() + e * self.mlp_params(self.expert_width) + self.shared_params() \
+        return self.mixer_params() + e * self.mlp_params(self.expert_width) + self.shared_params() \
             + self.router_params() + self._layer_norms()
 
     def dense_layer_tensors(self) -> int:
@@ -252,7 +272,7 @@ class Model:
         norms' weights (and biases).  What a per-tensor ZeRO-3 gather launches once each."""
         biases = (1 if self.qkv_bias else 0) + (3 if self.proj_bias else 0)
         norms = 2 * (2 if self.norm == "layernorm" else 1) + (2 if self.qk_norm else 0)
-        return 4 + biases + norms
+        return 4 + biases + norms + (round(self.ssm_share * (self.ssm.tensors() + 1)) if self.ssm_layers else 0)
 
     def expert_params(self) -> int:
         """Routed-expert weights of the whole model (what expert parallelism shards)."""
@@ -265,8 +285,8 @@ class Model:
     def counted_params(self, active: bool = False) -> int:
         dense_layers = self.layers - self.moe_layers
         moe = self.moe_layer_params(self.top_k if active else None) if self.is_moe else 0
-        return dense_layers * self.dense_layer_params() + self.moe_layers * moe \
-            + self.embedding_params() + self._norm()
+        return round(dense_layers * self.dense_layer_params() + self.moe_layers * moe
+                     + self.embedding_params() + self._norm())   # a hybrid's shares sum to whole mixers
 
     @property
     def param_count(self) -> float:
@@ -281,18 +301,5 @@ class Model:
         return self.counted_params(active=True) * (self.param_count / self.counted_params())
 
     def describe(self) -> str:
-        """One line: the shape as a practitioner reads it."""
-        q = f"q rank {self.q_lora_rank}" if self.q_lora_rank else "q not compressed"
-        att = (f"{self.heads} MLA heads ({q}, kv rank {self.kv_lora_rank})" if self.is_mla
-               else f"{self.heads} heads / {self.kv_head_count} KV heads of {self.head_size}")
-        mlp = ("SwiGLU" if self.gated_mlp else "MLP") + f" {self.ffn_width}"
-        if self.is_moe:
-            mlp = (f"{self.experts} experts (top {self.top_k}) of {self.expert_width}"
-                   + (f" + shared {self.shared_width}" if self.shared_width else "")
-                   + (f", {self.dense_layers} dense first layer{'s' if self.dense_layers > 1 else ''} ({mlp})"
-                      if self.dense_layers else ""))
-        window = f", a {self.sliding_window:,}-token window in {self.local_layers} of them" if self.local_layers else ""
-        if self.sparse_keys:
-            window += f", sparse attention over {self.sparse_keys:,} keys (an indexer of {self.indexer_heads} heads)"
-        return (f"{self.layers} layers{window}, hidden {self.hidden}, {att}, {mlp}, vocab {self.vocab}"
-                + (", tied embeddings" if self.tied_embeddings else ""))
+        """One line: the shape as a practitioner reads it (``model_text``)."""
+        return model_line(self)

@@ -27,6 +27,7 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            ring_network_bandwidth, ring_passes, routing_map_gather_time, shard_link,
                                            tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
+from playground.planner.ssm import MAMBA_KERNELS, SCAN_GEMMS
 from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNELS, EXPERT_GEMMS,  # noqa: F401
                                            FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,
                                            expert_bias_kernels, expert_gemm_launches, fp8_expert_casts, moe_gap_time,
@@ -101,11 +102,12 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     # the busiest EP rank sets the pace of the routed experts: moe_imbalance x the mean's tokens
     pace = lambda name: layout.moe_imbalance if name.startswith("experts") else 1  # noqa: E731
-    rest = sum(gemm_time(*g[1:], gpu, eff, layout.dtype) * pace(g[0]) for g in gemms if g[0] not in ATTENTION_CORE)
+    kind = lambda name: "bf16" if name in SCAN_GEMMS else layout.dtype  # noqa: E731  (a Mamba-2 scan stays bf16)
+    rest = sum(gemm_time(*g[1:], gpu, eff, kind(g[0])) * pace(g[0]) for g in gemms if g[0] not in ATTENTION_CORE)
     # backward of each: the input gradient (M x N by N x K), and the weight gradient (K x M by M x N)
     # accumulated into its fp32 main gradient, micro-batch after micro-batch (an activation's written once)
-    rest_backward = sum((gemm_time(c, M, K, N, gpu, eff, layout.dtype)
-                         + gemm_time(c, K, N, M, gpu, eff, layout.dtype,
+    rest_backward = sum((gemm_time(c, M, K, N, gpu, eff, kind(name))
+                         + gemm_time(c, K, N, M, gpu, eff, kind(name),
                                      out_bytes=BYTES if name in ACTIVATION_GEMMS else 8)) * pace(name)
                         for name, c, M, N, K in gemms if name not in ATTENTION_CORE) \
         * fp8_backward_accumulation(gpu, layout, eff)
@@ -116,14 +118,18 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         executed = causal_executed(s, keys)  # 128 x 128 blocks: the diagonal ones run whole
         attn_t = executed * sum(2 * c * M * N * K for _, c, M, N, K in core) \
             / (attention_efficiency(gpu, layout, eff, model.head_size) * gpu.peak_bf16_flops) + eff.kernel_s
-        scores_bytes = 4 * T * h / t * BYTES
+        scores_bytes = 4 * T * h / t * BYTES * model.attention_share
     else:
         attn_t = sum(gemm_time(*g[1:], gpu, eff) for g in core)
         # softmax read+write (4), dropout read+write+mask (5) per score
-        scores_bytes = (9 if layout.dropout else 4) * a * T * keys / t
+        scores_bytes = (9 if layout.dropout else 4) * a * T * keys / t * model.attention_share
     # the residual stream's norms and adds (bf16, or fp32 under autocast over fp32 weights), 8 more with
-    # bias-dropout-add's masks (7 T h an add, not 3)
-    replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else BF16_STREAM_BYTES) + (8 if layout.dropout else 0)) * T * h
+    # bias-dropout-add's masks (7 T h an add, not 3): two blocks a layer, or a hybrid's FFN and its mixers
+    blocks = (1 + model.attention_share + model.ssm_share) / 2
+    replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else BF16_STREAM_BYTES) + (8 if layout.dropout else 0)) \
+        * T * h * blocks
+    if model.ssm_layers:   # a hybrid's share of the Mamba-2 mixers' convolution, scan and gated norm
+        scores_bytes += model.ssm_share * model.ssm.elementwise_bytes(T, t)
     if layout.sequence_parallel:
         replicated /= t
     if moe:
@@ -141,8 +147,9 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
             routed = T * model.top_k * model.expert_width / t
             mlp_act += (EAGER_MOE_ACT_BYTES / 3 - (10 if model.gated_mlp else 4)) * routed
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
-            if not model.position_embeddings else 0                       # RoPE on Q and K
-    elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) + 8 * eff.kernel_s
+            * model.attention_share if not model.position_embeddings else 0   # RoPE on Q and K
+    elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) \
+        + (8 + MAMBA_KERNELS * model.ssm_share) * eff.kernel_s
     if moe:   # the MoE block's kernels' gaps on the device beyond its GEMMs' charged above (a third a pass)
         elementwise += moe_gap_time(model, layout, gemms, eff) / 3
     merge_fwd, merge_bwd, steps = ring_merge_bytes(model, layout, local)
@@ -202,7 +209,8 @@ def module_recompute_time(model: Model, layout: Layout, gpu, eff: Efficiency, mo
             sum(gemm_time(*g[1:], gpu, eff) for g in layer_gemms(model, b, t, layout.cp, layout.ep, moe, local=local)
                 if g[0] in ATTENTION_CORE)
     act = lambda width: activation_bytes(model, T, width, t)  # noqa: E731
-    moved = {"layernorm": 8 * T * h / (t if layout.sequence_parallel else 1)}   # 2 norms, 4 T h each
+    norms = 1 + model.attention_share + model.ssm_share    # 2 norms, or a hybrid's FFN's and its mixers'
+    moved = {"layernorm": 4 * norms * T * h / (t if layout.sequence_parallel else 1)}   # 4 T h each
     if moe:
         routed = act(model.top_k * model.expert_width) * layout.moe_imbalance
         shared = act(model.shared_width) if model.shared_width else 0.0
@@ -242,7 +250,7 @@ def fp8_cast_bytes(model: Model, layout: Layout, moe: bool = False) -> float:
     return per_element * sum(c * (M * K + (1 if name in ACTIVATION_GEMMS else share) * K * N + M * N)
                              for name, c, M, N, K in layer_gemms(model, layout.micro_batch, layout.tp, layout.cp,
                                                                  layout.ep, moe, layout.expert_tp_degree)
-                             if name not in ATTENTION_CORE)
+                             if name not in ATTENTION_CORE + SCAN_GEMMS)
 
 
 def eager_extra_bytes(model: Model, tokens: float, split: int = 1, fp32_stream: bool = False) -> float:

@@ -12,14 +12,16 @@ from __future__ import annotations
 import functools
 
 from playground.planner.architecture import Model
+from playground.planner.ssm import SCAN_GEMMS
 
 __all__ = ["ATTENTION_CORE", "ACTIVATION_GEMMS", "layer_gemms", "block_matmuls", "per_op_recomputed",
            "module_recomputed"]
 
 ATTENTION_CORE = ("scores", "context")
 # GEMMs outside the attention core whose right-hand operand is an activation, not a weight: nothing to gather,
-# cast once a step or accumulate into a main gradient (sparse attention's indexer scores its keys)
-ACTIVATION_GEMMS = ("indexer_scores",)
+# cast once a step or accumulate into a main gradient (sparse attention's indexer scores its keys; a Mamba-2
+# mixer's chunked scan, which also stays in bf16)
+ACTIVATION_GEMMS = ("indexer_scores",) + SCAN_GEMMS
 
 
 def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 1,
@@ -29,7 +31,9 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     Attention scores are counted over the whole sequence (causal masking not subtracted, as
     Megatron's FLOP count does), over the window of a sliding-window layer (``local``), or over the keys
     sparse attention selects (``Model.sparse_keys``), its indexer's scores then counted as a GEMM over the
-    earlier keys, as its kernel computes them, the heads summed into one logit a key.  An MoE layer's E / EP local experts each see the T k EP / E
+    earlier keys, as its kernel computes them, the heads summed into one logit a key.  A hybrid's layer holds its
+    share of the attention and of the Mamba-2 mixers (``Model.attention_share``, ``ssm_share``; ``ssm.Mamba2.gemms``:
+    the projections, then the chunked scan's products).  An MoE layer's E / EP local experts each see the T k EP / E
     tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token), each
     expert split over ``etp`` ranks (expert tensor parallelism; default: TP's degree)."""
     # a range or a search prices the same few shapes thousands of times: each is listed once (a copy each call)
@@ -59,6 +63,10 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
     keys = model.attended_keys(local)
     attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]
+    if model.attention_share != 1:   # a hybrid: a layer's share of the attention mixers, and of the Mamba-2 ones
+        attention = [(name, c * model.attention_share, M, N, K) for name, c, M, N, K in attention]
+    if model.ssm_layers:
+        attention += model.ssm.gemms(h, T, b, t, model.ssm_share)
     if not moe:
         return tuple(attention + [("mlp_in", 1, T, gated * model.ffn_width // t, h),
                                   ("mlp_out", 1, T, h, model.ffn_width // t)])

@@ -71,9 +71,10 @@ Which keys are read, by ``model_type``:
 * A config whose ``model_type`` the planner does not know but which carries expert keys
   (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_num_experts``,
   ``moe_intermediate_size``) is refused: read as a dense Llama it would be counted without its experts.
-* A config whose layers are not all attention is refused, naming the keys that say so: Mamba and other
-  state-space layers (``mamba_*``, ``ssm_*``, ``hybrid_override_pattern``, ``attn_layer_period``:
-  Jamba, Falcon-H1, Nemotron-H), linear attention (``linear_num_key_heads``, ``full_attention_interval``,
+* nemotron_h (Nemotron-H, Nemotron 3: Mamba-2 mixers, a few attention layers, MLPs or MoEs):
+  ``playground.planner.hf_hybrid`` reads it.
+* Any other config whose layers are not all attention is refused, naming the keys that say so: Mamba and other
+  state-space layers (``mamba_*``, ``ssm_*``, ``attn_layer_period``: Jamba, Falcon-H1), linear attention (``linear_num_key_heads``, ``full_attention_interval``,
   ``attn_type_list``: Qwen3-Next, MiniMax-01), convolutions (LFM2), or ``layer_types`` naming them.
 * An unknown ``model_type`` with the Llama keys is read as Llama, and ``Model.read_note`` says so (the
   planner prints it): the count is only as right as the Llama reading of that family.
@@ -103,6 +104,7 @@ from pathlib import Path
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
+from playground.planner.hf_hybrid import HYBRID_READERS
 from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, hunyuan, llama4, mlp_is_gated, qwen_moe,
                                         refuse_other_mixers, require_gelu, routing_groups, sliding_window,
                                         sparse_attention)
@@ -195,6 +197,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
         cfg, source = cfg["text_config"], f"{source} (text_config)"
     keys = Keys(cfg, source)
     kind = TEXT_OF.get(cfg.get("model_type"), cfg.get("model_type"))
+    if kind in HYBRID_READERS:   # Mamba-2 mixers beside attention (Nemotron-H), which Model holds
+        return HYBRID_READERS[kind](keys, name, seq_len)
     refuse_other_mixers(cfg, kind, source)
     if kind in FAMILY_READERS:
         return FAMILY_READERS[kind](keys, name, seq_len)

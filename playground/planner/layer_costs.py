@@ -65,7 +65,8 @@ def _one_layer(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, 
     # TP: 2 all-reduces of the T h activation per forward (SP's gather/scatter pairs move the same
     # bytes), 2 in backward, 2 more when the forward is recomputed
     tp_link, tp_bw = tensor_parallel_link(layout, cluster)
-    one_ar = allreduce_time(T * model.hidden * BYTES, t, tp_bw, eff, tp_link)
+    one_ar = allreduce_time(T * model.hidden * BYTES, t, tp_bw, eff, tp_link) \
+        * (1 + model.attention_share + model.ssm_share) / 2   # a hybrid: one a mixer and one the FFN's
     tp = one_ar * (4 + 2 * rc)
     gemms = fwd["gemm"] - fwd["attention"]
     if t > 1 and layout.tp_overlap == "all":       # each collective in chunks behind the GEMM beside it

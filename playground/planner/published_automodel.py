@@ -23,7 +23,8 @@ from playground.planner.presets import preset
 from playground.planner.published_row import PublishedStackRun, llama31
 from playground.planner.published_zoo import qwen3_moe
 
-__all__ = ["AUTOMODEL", "AUTOMODEL_2604", "DEEPSEEK_V3_4K", "QWEN3_30B", "gpt_oss"]
+__all__ = ["AUTOMODEL", "AUTOMODEL_2604", "AUTOMODEL_HYBRID", "DEEPSEEK_V3_4K", "NEMOTRON_3_NANO", "QWEN3_30B",
+           "gpt_oss"]
 
 _SOURCE = ("https://github.com/NVIDIA-NeMo/Automodel/blob/01926a5c443b7979463c73341bf64adf79de638e/docs/"
            "performance-summary.md (System: DGX-H100, Precision: BF16; 'Last Updated 2025-10-02'); settings "
@@ -67,6 +68,20 @@ QWEN3_30B = qwen3_moe(48, 2048, 32, 4, 6144, 128, 8, 768, 4096, "qwen3-30b-a3b")
 _GPT_OSS_NOTE = ("FlexAttention for the sliding windows and the sinks, taken at FlashAttention-2's rate "
                  "(attention_kernel fa2); EP from the config (ep_size {ep}), the table prints '-'; no activation "
                  "checkpointing; gpt-oss's clamped SwiGLU priced as a fused SwiGLU")
+# Nemotron 3 Nano's config.json (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16; as chapters/configs/families/nemotron-3-nano
+# holds it): 23 Mamba-2 mixers, 6 attention layers and 23 MoEs of 128 squared-ReLU experts and a shared one
+NEMOTRON_3_NANO = model_from_hf_dict(dict(
+    model_type="nemotron_h", hidden_size=2688, num_hidden_layers=52,
+    hybrid_override_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", num_attention_heads=32,
+    num_key_value_heads=2, head_dim=128, intermediate_size=1856, mlp_hidden_act="relu2", mamba_num_heads=64,
+    mamba_head_dim=64, ssm_state_size=128, n_groups=8, conv_kernel=4, chunk_size=128, n_routed_experts=128,
+    num_experts_per_tok=6, moe_intermediate_size=1856, moe_shared_expert_intermediate_size=3712, n_shared_experts=1,
+    vocab_size=131072, tie_word_embeddings=False, max_position_embeddings=262144), seq_len=4096,
+    name="nemotron-3-nano")
+_SOURCE_NANO = ("https://github.com/NVIDIA-NeMo/Automodel/blob/main/docs/performance-summary.md as of 2026-04-17 (also "
+                "docs.nvidia.com/nemo/automodel/latest/performance/performance-summary.md; System: DGX-H100, Precision: "
+                "BF16: Nemotron V3 Nano 30B (26.02), 8 GPUs, 15.614 s a step); settings from "
+                "examples/benchmark/configs/nemotron_nano_v3_te_deepep.yaml at 08a48f76cef6")
 _DSV3_NOTE = ("activation checkpointing on, reshard_after_forward off (the config); the interleaved 1F1B "
               "schedule, two layers a virtual stage; the multi-token-prediction module not in the config")
 
@@ -94,6 +109,18 @@ AUTOMODEL = (
          "activation checkpointing on (the config); reshard_after_forward not in it (FSDP2's default, on, "
          "taken); the interleaved 1F1B schedule, two layers a virtual stage", ("reshard_after_forward",)),
 )
+# The hybrid's row, read once the model held Mamba-2 mixers (``ssm``) and replayed before anything was changed for
+# it: 0.89 of the published tokens/s.
+AUTOMODEL_HYBRID = (PublishedStackRun(
+    "Nemotron 3 Nano 30B-A3B, FSDP 8 EP 8, MBS 4, 8 H100", "NeMo AutoModel (FSDP2 + EP)", _SOURCE_NANO, "H100",
+    NEMOTRON_3_NANO,
+    replace(Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, attention_kernel="fa2", recompute="full"),
+            zero_stage=3, ep_dispatch="deepep", loss_fp32=False),
+    ("grad_reduce",), step_time_s=15.614, tokens_per_s_per_gpu=16789,
+    note=(f"{_COMMON}; activation checkpointing on (the config); PyTorch's SDPA for the 6 attention layers (its "
+          "backend not stated: FlashAttention-2, its first choice, taken); the Mamba-2 mixers' scan as Megatron-Core's "
+          "kernels run it (ssm.Mamba2)"),
+    cite="nvidia2025automodel"),)
 
 # Held out: the page's Llama 3.1 70B pre-training row, added in April 2026 (absent from the page read
 # above), read after everything else and replayed before anything in the model was changed for it.  First

@@ -32,7 +32,7 @@ from playground.planner.costs import Layout, Model
 from playground.planner.published_fms import FMS_FSDP
 from playground.planner.published_foundry import LLM_FOUNDRY
 from playground.planner.published_megatron import MEGATRON_WEAK_SCALING
-from playground.planner.published_automodel import AUTOMODEL, AUTOMODEL_2604
+from playground.planner.published_automodel import AUTOMODEL, AUTOMODEL_2604, AUTOMODEL_HYBRID
 from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE_B200
 from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
 from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
@@ -308,5 +308,5 @@ HELD_OUT_FIRST_REPLAY = {
 }
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
-    + LLM_FOUNDRY + AUTOMODEL + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
+    + LLM_FOUNDRY + AUTOMODEL + AUTOMODEL_HYBRID + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
     + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2509 + BRIDGE_EP_OVERLAP_AB + tuple(run for runs in HELD_OUT.values() for run in runs)

@@ -1,0 +1,94 @@
+"""config.json readers for hybrid models, whose blocks are Mamba-2 mixers, attention, MLPs and MoEs.
+
+``hf_config.model_from_hf_dict`` sends a config here by its ``model_type`` (``HYBRID_READERS``) before it
+refuses other mixers; each reader takes the typed look-up ``hf_keys.Keys`` and returns a ``Model`` whose
+``layers`` are the MLP and MoE blocks, with the Mamba-2 mixers (``Model.ssm``, ``ssm_layers``) and the
+attention ones (``attention_layers``) counted beside them.  What each reads:
+
+* nemotron_h (NVIDIA's Nemotron-H and Nemotron 3): the blocks in order, ``hybrid_override_pattern`` (one
+  character a block: ``M`` Mamba-2, ``*`` attention, ``-`` MLP, ``E`` MoE) or ``layers_block_type`` (the same
+  as words); ``hidden_size``, ``vocab_size``, ``tie_word_embeddings`` (default false); attention's
+  ``num_attention_heads``, ``num_key_value_heads``, ``head_dim`` and ``attention_bias``, with no position
+  weights nor rotary embedding; the MLP's ``intermediate_size``, squared ReLU (``mlp_hidden_act``, not gated) and
+  ``mlp_bias``; the mixers' ``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups`` (or
+  ``mamba_n_groups``), ``conv_kernel``, ``chunk_size``, ``use_conv_bias`` and ``use_bias`` (the projections');
+  the MoE's ``n_routed_experts``, ``num_experts_per_tok``, ``moe_intermediate_size``, a shared expert of
+  ``moe_shared_expert_intermediate_size`` (times ``n_shared_experts``, default 1), a per-expert routing bias and
+  ``n_group`` / ``topk_group``.  Where a model has both MLP and MoE blocks the MLPs are counted as dense layers.
+  The multi-token-prediction blocks are not counted (``read_note`` says so); a latent MoE (``moe_latent_size``:
+  Nemotron 3 Super's experts in a smaller space) is refused rather than counted at the full width.
+"""
+
+from __future__ import annotations
+
+from playground.planner.architecture import Model
+from playground.planner.errors import PlanError
+from playground.planner.hf_keys import Keys, PLAIN_ACTS, routing_groups
+from playground.planner.ssm import Mamba2
+
+__all__ = ["HYBRID_READERS"]
+
+BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+
+def _blocks(keys: Keys) -> list[str]:
+    """The blocks in order, as words, from either spelling."""
+    words = keys.get("layers_block_type")
+    if words is not None:
+        if not isinstance(words, list) or any(w not in BLOCKS.values() for w in words):
+            raise PlanError(f"{keys.source}: 'layers_block_type' must list blocks among "
+                            f"{', '.join(BLOCKS.values())}, got {words!r}")
+        return words
+    pattern = keys.get("hybrid_override_pattern")
+    if not isinstance(pattern, str) or not pattern or set(pattern) - set(BLOCKS):
+        raise PlanError(f"{keys.source}: 'hybrid_override_pattern' must be a string of the block letters "
+                        f"{''.join(BLOCKS)} (Mamba-2, attention, MLP, MoE), got {pattern!r}")
+    return [BLOCKS[c] for c in pattern]
+
+
+def nemotron_h(keys: Keys, name: str, seq_len: int) -> Model:
+    blocks = _blocks(keys)
+    count = {kind: blocks.count(kind) for kind in BLOCKS.values()}
+    layers = count["mlp"] + count["moe"]
+    if not layers:
+        raise PlanError(f"{keys.source}: no MLP or MoE block in its {len(blocks)} blocks: the planner prices a "
+                        "layer by its MLP or MoE, so a model of mixers alone is not modelled")
+    if keys.get("moe_latent_size") is not None:
+        raise PlanError(f"{keys.source}: a latent MoE ('moe_latent_size': the experts run in a smaller space than the "
+                        "hidden size, Nemotron 3 Super's) is not modelled; counted at the hidden size its experts "
+                        "would be overcounted")
+    act = keys.get("mlp_hidden_act", "relu2")
+    if act not in PLAIN_ACTS:
+        raise PlanError(f"{keys.source}: 'mlp_hidden_act' {act!r} is not an ungated activation the planner knows "
+                        f"({', '.join(PLAIN_ACTS)})")
+    hidden, heads = keys.int("hidden_size"), keys.int("num_attention_heads")
+    head_dim = keys.int("head_dim", None)
+    mixer = Mamba2(heads=keys.int("mamba_num_heads"), head_dim=keys.int("mamba_head_dim"),
+                   state=keys.int("ssm_state_size"), groups=keys.int("n_groups", None) or keys.int("mamba_n_groups", 1),
+                   conv=keys.int("conv_kernel", 4), chunk=keys.int("chunk_size", 128),
+                   conv_bias=keys.bool("use_conv_bias", True), proj_bias=keys.bool("use_bias", False))
+    mlp_bias = keys.bool("mlp_bias", False)
+    shape = dict(layers=layers, hidden=hidden, heads=heads, vocab=keys.int("vocab_size"), seq_len=seq_len,
+                 ffn=keys.int("intermediate_size", None) if count["mlp"] else None,
+                 kv_heads=keys.int("num_key_value_heads", heads),
+                 head_dim=None if head_dim in (None, hidden // heads) else head_dim, gated_mlp=False,
+                 tied_embeddings=keys.bool("tie_word_embeddings", False), position_embeddings=False,
+                 qkv_bias=keys.bool("attention_bias", False), proj_bias=mlp_bias, norm="rmsnorm",
+                 ssm=mixer, ssm_layers=count["mamba"], attention_layers=count["attention"], name=name,
+                 max_positions=keys.int("max_position_embeddings", None))
+    if count["moe"]:
+        shared = keys.int("moe_shared_expert_intermediate_size", 0, least=0) * keys.int("n_shared_experts", 1, least=0)
+        shape.update(experts=keys.int("n_routed_experts"), top_k=keys.int("num_experts_per_tok"),
+                     moe_ffn=keys.int("moe_intermediate_size"), shared_experts=1 if shared else 0,
+                     shared_ffn=shared or None, dense_layers=count["mlp"], router_bias=True, **routing_groups(keys))
+        if count["mlp"]:
+            shape["ffn"] = keys.int("intermediate_size")
+    ffn = " and ".join(f"{count[k]} {k.upper() if k == 'mlp' else 'MoE'}" for k in ("mlp", "moe") if count[k])
+    notes = [f"a hybrid: {count['mamba']} Mamba-2 mixers and {count['attention']} attention layers among its {ffn} "
+             "blocks, priced as an average layer (each of the model's layers, its MLP or MoE, with its share of both)"]
+    if keys.get("num_nextn_predict_layers") or keys.get("mtp_hybrid_override_pattern"):
+        notes.append("its multi-token-prediction blocks are not counted")
+    return Model(**shape, read_note="; ".join(notes))
+
+
+HYBRID_READERS = {"nemotron_h": nemotron_h}

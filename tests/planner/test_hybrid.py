@@ -1,0 +1,118 @@
+"""A hybrid of Mamba-2 mixers and attention (Nemotron-H, Nemotron 3): read, counted, priced and refused in one line."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from playground.planner.activations import layer_activation_bytes
+from playground.planner.costs import Cluster, Layout, flops_per_step
+from playground.planner.errors import PlanError
+from playground.planner.hf_config import model_from_hf_dict, read_hf_config
+from playground.planner.layout_checks import check_layout
+from playground.planner.memory import memory_per_gpu
+from playground.planner.published_automodel import AUTOMODEL_HYBRID, NEMOTRON_3_NANO
+from playground.planner.ssm import Mamba2
+from playground.planner.step_time import predict
+
+NANO_DIR = Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families" / "nemotron-3-nano"
+NANO = json.loads((NANO_DIR / "config.json").read_text())
+H100 = Cluster.of("H100")
+
+
+def within_published_rounding(count: float, published: str) -> bool:
+    """A published "31.6" (billions) is the count rounded or cut to its last digit: within one unit of it."""
+    unit = 10.0 ** -len(published.partition(".")[2])
+    return abs(count / 1e9 - float(published)) < unit
+
+
+def test_nemotron_3_nano_reads_its_blocks_and_is_counted_to_its_card():
+    """The card: 31.6B parameters, 3.6B active with the embeddings (3.2B without the output layer's 0.35B)."""
+    nano = read_hf_config(NANO_DIR, seq_len=4096)
+    assert (nano.layers, nano.ssm_layers, nano.attention_layers) == (23, 23, 6)   # its MoE, Mamba-2, attention blocks
+    assert nano.ssm == Mamba2(heads=64, head_dim=64, state=128, groups=8, conv=4, chunk=128)
+    assert (nano.experts, nano.top_k, nano.shared_width, nano.gated_mlp) == (128, 6, 3712, False)   # squared ReLU
+    assert within_published_rounding(nano.param_count, "31.6")
+    assert within_published_rounding(nano.active_param_count, "3.6")
+    assert nano == NEMOTRON_3_NANO   # the validation row's model is the chapter's config
+    assert "52 blocks: 23 Mamba-2" in nano.describe() and "priced as an average layer" in nano.read_note
+
+
+def _mamba_params(h, heads, head_dim, state, groups, conv):
+    """One Mamba-2 mixer's weights, tensor by tensor as Megatron-Core's MambaMixer holds them."""
+    d = heads * head_dim
+    in_proj = h * (2 * d + 2 * groups * state + heads)       # z, x, B, C, dt
+    conv1d = (d + 2 * groups * state) * (conv + 1)           # depthwise weight and bias
+    return in_proj + conv1d + heads + heads + heads + d + d * h   # dt_bias, A_log, D, the gated norm, out_proj
+
+
+def test_a_hybrids_parameters_are_its_blocks_summed():
+    nano, h = NEMOTRON_3_NANO, 2688
+    attention = h * 32 * 128 + 2 * h * 2 * 128 + 32 * 128 * h
+    moe = 128 * 2 * h * 1856 + 2 * h * 3712 + 128 * h + 128      # experts, the shared one, the router and its bias
+    blocks = 23 * _mamba_params(h, 64, 64, 128, 8, 4) + 6 * attention + 23 * moe + 52 * h   # each block's norm
+    assert nano.counted_params() == blocks + 2 * 131072 * h + h   # untied embeddings, the final norm
+
+
+def test_a_hybrid_whose_mixers_are_all_attention_is_the_transformer_it_names():
+    """The hybrid's path, given one attention mixer a layer and no Mamba-2, prices exactly what the plain one does."""
+    plain = replace(NEMOTRON_3_NANO, ssm_layers=0, attention_layers=None)
+    spelled = replace(plain, attention_layers=plain.layers)
+    layout = replace(Layout.today(1, 1, 8, ep=8, micro_batch=4, global_batch=512, recompute="full"), zero_stage=3)
+    assert spelled.counted_params() == plain.counted_params()
+    assert predict(spelled, H100, layout)["step_time_s"] == pytest.approx(predict(plain, H100, layout)["step_time_s"])
+    assert memory_per_gpu(spelled, layout, "H100")["total"] == pytest.approx(memory_per_gpu(plain, layout, "H100")["total"])
+
+
+def test_the_mixers_add_their_projections_and_chunked_scan_to_a_steps_flops():
+    """Per token, forward: 2 h (2d + 2GN + H) + 2 d h for the projections; the scan 2 G Q N (C B^T a group) + 2 H Q P
+    (applied to x) + 2 H N P (each chunk's state) + 2 H P N (the states' share of the output); backward twice that."""
+    nano, s, batch = NEMOTRON_3_NANO, 4096, 8
+    without = replace(nano, ssm_layers=0)
+    layout = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=batch)
+    h, d, G, N, H, P, Q = 2688, 4096, 8, 128, 64, 64, 128
+    per_token = 2 * h * (2 * d + 2 * G * N + H) + 2 * d * h + 2 * G * Q * N + 2 * H * Q * P + 4 * H * N * P
+    extra = flops_per_step(nano, layout, "none") - flops_per_step(without, layout, "none")
+    assert extra == pytest.approx(3 * batch * s * 23 * per_token)
+
+
+def test_the_memory_model_keeps_what_the_memory_efficient_mixer_saves():
+    """Each mixer keeps its norm's input and output (2 h each, bf16), in_proj's output (2d + 2GN + H) and the scan's
+    output (d), bf16, and the gated norm's fp32 statistics (G): past what a layer without the mixer keeps."""
+    nano = NEMOTRON_3_NANO
+    layout = Layout.today(1, 1, 8, ep=8, micro_batch=2, global_batch=512)
+    tokens = 2 * 4096
+    extra = layer_activation_bytes(nano, layout, True) - layer_activation_bytes(replace(nano, ssm_layers=0), layout, True)
+    per_mixer = 2 * 2688 * 2 + 2 * (2 * 4096 + 2 * 8 * 128 + 64 + 4096) + 4 * 8
+    assert extra == pytest.approx(tokens * per_mixer * 23 / 23)
+
+
+def test_the_hybrid_published_run_is_predicted_and_fits_as_read():
+    run = AUTOMODEL_HYBRID[0]
+    p = predict(run.model, run.cluster, run.layout)
+    assert memory_per_gpu(run.model, run.layout, run.gpu)["fits"]
+    assert p["tokens_per_s"] / run.layout.gpus == pytest.approx(15013, rel=0.02)   # 0.89 of its 16,789 tokens/s
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"moe_latent_size": 672}, "a latent MoE .'moe_latent_size'"),
+    ({"hybrid_override_pattern": "MEM*X"}, "must be a string of the block letters M\\*-E"),
+    ({"hybrid_override_pattern": "MM*M"}, "no MLP or MoE block in its 4 blocks"),
+    ({"layers_block_type": ["mamba", "moe", "linear"]}, "'layers_block_type' must list blocks among"),
+    ({"mlp_hidden_act": "swiglu"}, "'mlp_hidden_act' 'swiglu' is not an ungated activation"),
+    ({"mamba_num_heads": 60}, "Mamba-2 groups .8. must divide its heads .60."),
+])
+def test_a_hybrid_the_planner_cannot_count_is_refused_in_one_line(change, message):
+    with pytest.raises(PlanError, match=message):
+        model_from_hf_dict({**NANO, **change})
+
+
+def test_a_layout_that_splits_a_mixers_groups_or_its_sequence_is_refused():
+    nano = replace(NEMOTRON_3_NANO, seq_len=8192)
+    with pytest.raises(PlanError, match="TP=16 does not divide the Mamba-2 mixers' 64 heads and 8 groups"):
+        check_layout(replace(nano, kv_heads=32), Layout.today(16, 1, 1, global_batch=16))   # attention would split
+    with pytest.raises(PlanError, match="CP=2: context parallelism over a hybrid's Mamba-2 mixers is not modelled"):
+        check_layout(nano, Layout.today(1, 1, 1, cp=2, global_batch=16))
+    check_layout(nano, Layout.today(2, 1, 1, global_batch=16))   # TP 2 splits 32 heads, 2 KV heads and 8 groups
+
