@@ -116,8 +116,8 @@ class Model:
         if self.ssm_layers and self.ssm is None or self.ssm_layers < 0:
             raise PlanError(f"a hybrid needs its Mamba-2 mixer's shape and >= 0 of them, got {self.ssm_layers!r} "
                             f"mixers of {self.ssm!r}")
-        if self.attention_layers is not None and not 0 <= self.attention_layers <= self.layers + self.ssm_layers:
-            raise PlanError(f"attention_layers must be in [0, {self.layers + self.ssm_layers}], got {self.attention_layers!r}")
+        if self.attention_layers is not None and self.attention_layers < 0:
+            raise PlanError(f"attention_layers must be >= 0, got {self.attention_layers!r}")
         if not 0 <= self.local_layers <= self.layers:
             raise PlanError(f"local_layers must be in [0, {self.layers}], got {self.local_layers}")
         if self.local_layers and (isinstance(self.sliding_window, bool) or not isinstance(self.sliding_window, int)

@@ -51,7 +51,9 @@ DEGREES = ("tp", "pp", "vpp", "cp", "ep", "dp")
 
 def _counted(m: Model) -> str:
     """How FLOPs counted from the shape were counted: sliding-window layers over their window, sparse attention
-    over the keys its indexer selects."""
+    over the keys its indexer selects, a hybrid's Mamba-2 mixers by their projections and chunked scan."""
+    if m.ssm_layers:
+        return "counted, hybrid"
     if m.sparse_keys and m.sparse_keys < m.seq_len:
         return "counted, sparse"
     return "counted, windowed" if m.local_layers and m.attended_keys(True) < m.seq_len else "counted"

@@ -116,3 +116,13 @@ def test_a_layout_that_splits_a_mixers_groups_or_its_sequence_is_refused():
         check_layout(nano, Layout.today(1, 1, 1, cp=2, global_batch=16))
     check_layout(nano, Layout.today(2, 1, 1, global_batch=16))   # TP 2 splits 32 heads, 2 KV heads and 8 groups
 
+
+
+def test_the_command_line_plans_a_hybrid_from_its_config_and_says_how_it_counted(capsys):
+    from playground.planner.cli import main
+    assert main(["--hf-config", str(NANO_DIR), "--gpus", "8", "--gpu", "H100", "--tokens", "1e12", "--seq-len", "4096",
+                 "--global-batch", "512", "--ep", "8", "--recompute", "full", "--zero-stage", "3"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "52 blocks: 23 Mamba-2 (64 heads of 64, state 128, 8 groups), 6 attention, 23 MoE" in out
+    assert "its Mamba-2 mixers by their projections and chunked scan" in out
+    assert "31.6 G params (3.58 G active)" in out
