@@ -34,7 +34,7 @@ RUNS = {
 # The planner's floors, bottom up: command line -> plan -> (memory, step time, search) -> cost terms.
 PLANNER_FLOORS = (
     {"errors", "flops", "scaling_laws", "published_runs", "efficiency_sources", "replay_cache"},
-    {"ssm", "model_text"},  # a hybrid's Mamba-2 mixer, which Model holds; a Model in words
+    {"ssm", "model_text", "hf_hub"},  # a hybrid's recurrent mixers, which Model holds; a Model in words; the hub cache
     {"architecture", "goodput", "efficiency", "hf_keys"},
     {"stages", "hf_families", "hf_hybrid"},  # hf_families reads nested blocks (DBRX's) with hf_keys' typed look-ups,
     # hf_hybrid Nemotron-H's blocks

@@ -86,7 +86,7 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     d, dv = model.head_size, model.value_head_size
     lin = 1 if fp8 != "none" else BYTES                 # bytes of one saved element a linear layer reads
     gate = 1 if fp8 == "all" else BYTES                 # ... and one the MLP's activation reads
-    att = model.attention_share                         # a hybrid's share of attention mixers, the rest Mamba-2
+    att = model.attention_share                         # a hybrid's share of attention mixers, beside its recurrent ones
     norms = 1 + att + model.ssm_share                   # two norms a layer (a hybrid: the FFN's and each mixer's)
     outputs = 0 if "layernorm" in modules else (norms - att * ("qkv_linear" in offload)) * h  # the norms' outputs,
     # unless recomputed or (the attention's) offloaded; their inputs, unless offloaded; the dropout masks
@@ -101,7 +101,9 @@ def _saved_per_token(model: Model, moe: bool, dropout: bool, imbalance: float = 
     if fp8 == "inputs" and attn_out:
         split += a * dv                                 # the output projection's FP8 copy of its input
     split *= att
-    if model.ssm_layers:                                # what a Mamba-2 mixer keeps, past its norm's output
+    if model.attention_gate:                            # the output gate's input and the gated output
+        split += att * 2 * BYTES * a * dv
+    if model.ssm_layers:                                # what a recurrent mixer keeps, past its norm's output
         split += model.ssm_share * model.ssm.saved_bytes(1, 1)
     mlp = lambda f: (gate * (2 if model.gated_mlp else 1) + lin) * f  # noqa: E731  (gate, up, product | in, act)
     if moe:

@@ -25,8 +25,9 @@ only what a local layer's attention computes (``attended_keys``: the window, not
 Attention (``sparse_keys``: DeepSeek-V3.2, GLM-5) adds its lightning indexer's weights to A
 (``indexer_params``), and each query attends the ``sparse_keys`` keys the indexer picks.
 
-A hybrid (Nemotron-H, Nemotron 3) mixes Mamba-2 mixers (``ssm``, a ``ssm.Mamba2``) with a few attention layers:
-``layers`` then counts its MLP or MoE blocks, and ``ssm_layers`` Mamba-2 mixers and ``attention_layers``
+A hybrid mixes recurrent mixers (``ssm``: Nemotron-H's and Nemotron 3's ``ssm.Mamba2``, Qwen3-Next's and Qwen3.5's
+``ssm.GatedDeltaNet``) with a few attention layers (Qwen3-Next's with a gate on their output, ``attention_gate``, h a d
+more weights): ``layers`` then counts its MLP or MoE blocks, and ``ssm_layers`` recurrent mixers and ``attention_layers``
 attention mixers spread among them, each mixer with its input norm.  The step-time and memory models price an
 average layer (``attention_share``, ``ssm_share`` of a mixer each), as they do sliding-window layers.
 """
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 
 from playground.planner.errors import PlanError
 from playground.planner.model_text import model_line, position_note, sparse_attention_note
-from playground.planner.ssm import Mamba2
+from playground.planner.ssm import GatedDeltaNet, Mamba2
 
 __all__ = ["Model", "DEFAULT_SEQ_LEN"]
 
@@ -83,9 +84,10 @@ class Model:
     indexer_heads: int = 0          # ... picked by a lightning indexer of this many heads ...
     indexer_dim: int = 0            # ... of this size (DeepSeek-V3.2, GLM-5: 64 or 32 of 128) ...
     indexer_layers: int | None = None  # ... in this many layers, the rest reusing a selection (None: every layer)
-    ssm: Mamba2 | None = None       # a hybrid's Mamba-2 mixer (Nemotron-H) ...
+    ssm: Mamba2 | GatedDeltaNet | None = None  # a hybrid's recurrent mixer (Nemotron-H's, Qwen3-Next's) ...
     ssm_layers: int = 0             # ... of which it has this many, beside ...
     attention_layers: int | None = None  # ... this many attention mixers (None: one in each of the layers)
+    attention_gate: bool = False    # a sigmoid gate on each head's output, from the query projection (Qwen3-Next)
     max_positions: int | None = field(default=None, compare=False)  # a config's max_position_embeddings
     seq_len_from: str = field(default="", compare=False)  # why seq_len is what it is, when nobody gave it
     read_note: str = field(default="", compare=False)  # how a config.json of an unnamed family was read
@@ -114,7 +116,7 @@ class Model:
         if self.indexer_layers is not None and not 1 <= self.indexer_layers <= self.layers:
             raise PlanError(f"indexer_layers must be in [1, {self.layers}], got {self.indexer_layers!r}")
         if self.ssm_layers and self.ssm is None or self.ssm_layers < 0:
-            raise PlanError(f"a hybrid needs its Mamba-2 mixer's shape and >= 0 of them, got {self.ssm_layers!r} "
+            raise PlanError(f"a hybrid needs its recurrent mixer's shape and >= 0 of them, got {self.ssm_layers!r} "
                             f"mixers of {self.ssm!r}")
         if self.attention_layers is not None and self.attention_layers < 0:
             raise PlanError(f"attention_layers must be >= 0, got {self.attention_layers!r}")
@@ -170,7 +172,7 @@ class Model:
 
     @property
     def ssm_share(self) -> float:
-        """Mamba-2 mixers a layer (0, but in a hybrid)."""
+        """Recurrent mixers a layer (0, but in a hybrid)."""
         return self.ssm_layers / self.layers
 
     @property
@@ -209,7 +211,7 @@ class Model:
         return (2 if self.sandwich_norm else 1) * norms * self._norm()
 
     def mixer_params(self) -> float:
-        """One layer's mixers: its attention block, or in a hybrid its share of the attention and Mamba-2 ones."""
+        """One layer's mixers: its attention block, or in a hybrid its share of the attention and recurrent ones."""
         if self.attention_layers is None and not self.ssm_layers:
             return self.attention_params()
         ssm = self.ssm_share * self.ssm.params(self.hidden) if self.ssm_layers else 0
@@ -225,7 +227,7 @@ class Model:
             kv = h * (self.kv_lora_rank + self.qk_rope_dim) + self.kv_lora_rank \
                 + self.kv_lora_rank * a * (nope + self.value_head_size)
             return q + kv + a * self.value_head_size * h + (h if self.proj_bias else 0) + self.indexer_params()
-        weights = h * a * d + 2 * h * k * d + a * d * h
+        weights = (2 if self.attention_gate else 1) * h * a * d + 2 * h * k * d + a * d * h   # a gate: h a d more
         bias = (a * d + 2 * k * d if self.qkv_bias else 0) + (h if self.proj_bias else 0)
         return weights + bias + (2 * d if self.qk_norm else 0) + self.indexer_params()
 

@@ -62,9 +62,10 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "dots.llm1, ERNIE 4.5, Ling, Hunyuan, OLMo 2/3, OLMoE, Kimi K2, MiniMax-M2, Phi-3.5-MoE, DBRX, Nemotron, GPT-NeoX, "
                    "StarCoder2, MPT, Falcon, BLOOM, GPT-2, "
                    "or any config with Llama's keys (read as Llama, and said so); sliding-window layers counted over "
-                   "their window, DeepSeek Sparse Attention over the keys its indexer picks; Nemotron-H and Nemotron 3's hybrids of "
-                   "Mamba-2 mixers and attention counted block by block and priced as an average layer; other hybrids (Jamba, "
-                   "Falcon-H1, Qwen3-Next's linear attention, convolutions) and latent MoEs refused (default: none)")
+                   "their window, DeepSeek Sparse Attention over the keys its indexer picks; hybrids of recurrent mixers and "
+                   "attention (Nemotron-H and Nemotron 3's Mamba-2, Qwen3-Next and Qwen3.5's Gated DeltaNet) counted block by "
+                   "block and priced as an average layer; other hybrids (Jamba, Falcon-H1, MiniMax-01's lightning attention, "
+                   "convolutions) and latent MoEs refused (default: none)")
     m.add_argument("--params", metavar="N", help="total parameters (default: counted from the shape; alone, "
                    "a Llama-3-style shape is inferred)")
     m.add_argument("--active-params", metavar="N", help="parameters one token passes through (default: counted; "

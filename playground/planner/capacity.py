@@ -51,7 +51,7 @@ DEGREES = ("tp", "pp", "vpp", "cp", "ep", "dp")
 
 def _counted(m: Model) -> str:
     """How FLOPs counted from the shape were counted: sliding-window layers over their window, sparse attention
-    over the keys its indexer selects, a hybrid's Mamba-2 mixers by their projections and chunked scan."""
+    over the keys its indexer selects, a hybrid's recurrent mixers by their projections and chunked scan."""
     if m.ssm_layers:
         return "counted, hybrid"
     if m.sparse_keys and m.sparse_keys < m.seq_len:

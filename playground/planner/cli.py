@@ -80,7 +80,7 @@ _FLOPS_METHOD = {"counted": "counted from the architecture, attention over the w
                  "counted, sparse": "counted from the architecture, each query's attention over the keys sparse "
                                     "attention selects, the indexer's scores over the earlier keys",
                  "counted, hybrid": "counted from the architecture, its attention layers over the whole sequence, its "
-                                    "Mamba-2 mixers by their projections and chunked scan",
+                                    "recurrent mixers (Mamba-2, Gated DeltaNet) by their projections and chunked scan",
                  "6ND": "6 N D: only a parameter count is known", "8ND": "8 N D: 6 N D and the recomputed forward"}
 
 

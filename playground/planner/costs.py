@@ -27,7 +27,7 @@ from playground.planner.comm_costs import (_hit, _reached, allgather_time, allre
                                            ring_network_bandwidth, ring_passes, routing_map_gather_time, shard_link,
                                            tensor_parallel_link)
 from playground.planner.memory import memory_per_gpu
-from playground.planner.ssm import MAMBA_KERNELS, SCAN_GEMMS
+from playground.planner.ssm import SCAN_GEMMS
 from playground.planner.moe_kernels import (EXPERT_BIAS_BYTES, EXPERT_BIAS_KERNELS, EXPERT_GEMMS,  # noqa: F401
                                            FP8_QUANTIZE_KERNELS, MOE_EXPERT_KERNELS, MOE_LAYER_KERNELS,
                                            expert_bias_kernels, expert_gemm_launches, fp8_expert_casts, moe_gap_time,
@@ -102,7 +102,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     core = [g for g in gemms if g[0] in ATTENTION_CORE]
     # the busiest EP rank sets the pace of the routed experts: moe_imbalance x the mean's tokens
     pace = lambda name: layout.moe_imbalance if name.startswith("experts") else 1  # noqa: E731
-    kind = lambda name: "bf16" if name in SCAN_GEMMS else layout.dtype  # noqa: E731  (a Mamba-2 scan stays bf16)
+    kind = lambda name: "bf16" if name in SCAN_GEMMS else layout.dtype  # noqa: E731  (a recurrent scan stays bf16)
     rest = sum(gemm_time(*g[1:], gpu, eff, kind(g[0])) * pace(g[0]) for g in gemms if g[0] not in ATTENTION_CORE)
     # backward of each: the input gradient (M x N by N x K), and the weight gradient (K x M by M x N)
     # accumulated into its fp32 main gradient, micro-batch after micro-batch (an activation's written once)
@@ -128,8 +128,10 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     blocks = (1 + model.attention_share + model.ssm_share) / 2
     replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else BF16_STREAM_BYTES) + (8 if layout.dropout else 0)) \
         * T * h * blocks
-    if model.ssm_layers:   # a hybrid's share of the Mamba-2 mixers' convolution, scan and gated norm
+    if model.ssm_layers:   # a hybrid's share of the recurrent mixers' convolution, scan and gated norm
         scores_bytes += model.ssm_share * model.ssm.elementwise_bytes(T, t)
+    if model.attention_gate:   # Qwen3-Next's gate on the attention's output: read it and the output, write
+        scores_bytes += 3 * BYTES * T * a * model.value_head_size / t * model.attention_share
     if layout.sequence_parallel:
         replicated /= t
     if moe:
@@ -149,7 +151,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             * model.attention_share if not model.position_embeddings else 0   # RoPE on Q and K
     elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) \
-        + (8 + MAMBA_KERNELS * model.ssm_share) * eff.kernel_s
+        + (8 + (model.ssm.kernels * model.ssm_share if model.ssm_layers else 0)) * eff.kernel_s
     if moe:   # the MoE block's kernels' gaps on the device beyond its GEMMs' charged above (a third a pass)
         elementwise += moe_gap_time(model, layout, gemms, eff) / 3
     merge_fwd, merge_bwd, steps = ring_merge_bytes(model, layout, local)

@@ -19,7 +19,7 @@ __all__ = ["ATTENTION_CORE", "ACTIVATION_GEMMS", "layer_gemms", "block_matmuls",
 
 ATTENTION_CORE = ("scores", "context")
 # GEMMs outside the attention core whose right-hand operand is an activation, not a weight: nothing to gather,
-# cast once a step or accumulate into a main gradient (sparse attention's indexer scores its keys; a Mamba-2
+# cast once a step or accumulate into a main gradient (sparse attention's indexer scores its keys; a recurrent
 # mixer's chunked scan, which also stays in bf16)
 ACTIVATION_GEMMS = ("indexer_scores",) + SCAN_GEMMS
 
@@ -32,7 +32,7 @@ def layer_gemms(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int = 
     Megatron's FLOP count does), over the window of a sliding-window layer (``local``), or over the keys
     sparse attention selects (``Model.sparse_keys``), its indexer's scores then counted as a GEMM over the
     earlier keys, as its kernel computes them, the heads summed into one logit a key.  A hybrid's layer holds its
-    share of the attention and of the Mamba-2 mixers (``Model.attention_share``, ``ssm_share``; ``ssm.Mamba2.gemms``:
+    share of the attention and of the recurrent mixers (``Model.attention_share``, ``ssm_share``; ``ssm.Mamba2.gemms``:
     the projections, then the chunked scan's products).  An MoE layer's E / EP local experts each see the T k EP / E
     tokens routed to them on average (T = b s / CP tokens per GPU, k experts per token), each
     expert split over ``etp`` ranks (expert tensor parallelism; default: TP's degree)."""
@@ -53,7 +53,8 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
         attention = q + [("kv_down", 1, T, model.kv_lora_rank + model.qk_rope_dim, h),
                          ("kv_up", 1, T, a * (d - model.qk_rope_dim + dv) // t, model.kv_lora_rank)]
     else:
-        attention = [("qkv", 1, T, (a * d + 2 * kv * d) // t, h)]
+        # Qwen3-Next's query projection also yields a gate for each head's output
+        attention = [("qkv", 1, T, ((2 if model.attention_gate else 1) * a * d + 2 * kv * d) // t, h)]
     if model.sparse_keys:
         # the lightning indexer, whole on every TP rank: its projections, then its scores over the earlier keys
         # (half the sequence on average), summed over its heads; counted at the share of the layers holding one
@@ -63,7 +64,7 @@ def _layer_gemms(model: Model, micro_batch: int, tp: int, cp: int, ep: int, moe:
     keys = model.attended_keys(local)
     attention += [("scores", b * a // t, s / cp, keys, d), ("context", b * a // t, s / cp, dv, keys),
                   ("proj", 1, T, h, a * dv // t)]
-    if model.attention_share != 1:   # a hybrid: a layer's share of the attention mixers, and of the Mamba-2 ones
+    if model.attention_share != 1:   # a hybrid: a layer's share of the attention mixers, and of the recurrent ones
         attention = [(name, c * model.attention_share, M, N, K) for name, c, M, N, K in attention]
     if model.ssm_layers:
         attention += model.ssm.gemms(h, T, b, t, model.ssm_share)
@@ -92,7 +93,7 @@ def block_matmuls(model: Model, micro_batch: int, tp: int, cp: int = 1, ep: int 
             continue
         if name == "qkv":
             d, kv = model.head_size, model.kv_head_count
-            out += [("q", c, M, model.heads * d // tp, K), ("k", c, M, kv * d // tp, K), ("v", c, M, kv * d // tp, K)]
+            out += [("q", c, M, (2 if model.attention_gate else 1) * model.heads * d // tp, K), ("k", c, M, kv * d // tp, K), ("v", c, M, kv * d // tp, K)]
         elif name in ("mlp_in", "experts_in", "shared_in") and model.gated_mlp:
             out += [(name + "_gate", c, M, N // 2, K), (name + "_up", c, M, N // 2, K)]
         else:

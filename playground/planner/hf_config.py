@@ -72,10 +72,13 @@ Which keys are read, by ``model_type``:
   (``num_local_experts``, ``num_experts``, ``n_routed_experts``, ``moe_num_experts``,
   ``moe_intermediate_size``) is refused: read as a dense Llama it would be counted without its experts.
 * nemotron_h (Nemotron-H, Nemotron 3: Mamba-2 mixers, a few attention layers, MLPs or MoEs):
-  ``playground.planner.hf_hybrid`` reads it.
+  ``playground.planner.hf_hybrid`` reads it.  qwen3_next, qwen3_5_text, qwen3_5_moe_text (Qwen3-Next, Qwen3.5's
+  language model): the Llama keys, Qwen3's Q/K norms, Qwen2-MoE's expert keys (a gated shared expert), and
+  ``hf_hybrid.gated_delta_net``'s: Gated DeltaNet mixers in all but the full-attention layers, whose output is gated.
 * Any other config whose layers are not all attention is refused, naming the keys that say so: Mamba and other
-  state-space layers (``mamba_*``, ``ssm_*``, ``attn_layer_period``: Jamba, Falcon-H1), linear attention (``linear_num_key_heads``, ``full_attention_interval``,
-  ``attn_type_list``: Qwen3-Next, MiniMax-01), convolutions (LFM2), or ``layer_types`` naming them.
+  state-space layers (``mamba_*``, ``ssm_*``, ``attn_layer_period``: Jamba, Falcon-H1), linear attention
+  (``linear_num_key_heads``, ``attn_type_list``: MiniMax-01's lightning attention), convolutions (LFM2), or
+  ``layer_types`` naming them.
 * An unknown ``model_type`` with the Llama keys is read as Llama, and ``Model.read_note`` says so (the
   planner prints it): the count is only as right as the Llama reading of that family.
 * A multimodal wrapper's ``text_config`` is read in place of the outer dict, and ``read_note`` says that a
@@ -96,15 +99,14 @@ never trained past its positions), and ``Model.seq_len_from`` says so.  Only for
 from __future__ import annotations
 
 import json
-import os
-import re
 from dataclasses import replace
 from pathlib import Path
 
 from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
-from playground.planner.hf_hybrid import HYBRID_READERS
+from playground.planner.hf_hub import from_hub_cache
+from playground.planner.hf_hybrid import HYBRID_READERS, gated_delta_net
 from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, hunyuan, llama4, mlp_is_gated, qwen_moe,
                                         refuse_other_mixers, require_gelu, routing_groups, sliding_window,
                                         sparse_attention)
@@ -115,6 +117,8 @@ LLAMA_STYLE = ("llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qw
                "olmo2", "olmo3", "nemotron", "gpt_neox", "starcoder2", "minimax_m2", "phimoe", "hunyuan_v1_dense")
 LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias (Nemotron's LayerNorm1P)
 GEMMA = ("gemma", "gemma2", "gemma3_text")
+# Qwen3-Next's and Qwen3.5's hybrids: Gated DeltaNet mixers beside gated attention, Qwen-MoE's experts (hf_hybrid)
+DELTA = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe", "hunyuan_v1_moe")
 # Kimi K2, DeepSeek-V3.2 and GLM-5 are DeepSeek-V3's architecture (the last two with sparse attention on top)
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2")
@@ -122,7 +126,7 @@ DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k
 TEXT_OF = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
            "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "glm4v_moe_text": "glm4_moe"}
 OTHER_TOWERS = ("vision_config", "audio_config")   # a multimodal config's encoders, which Model does not hold
-KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK
+KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK + DELTA
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 
@@ -134,7 +138,7 @@ def read_hf_config(path, seq_len: int | None = None) -> Model:
     max_position_embeddings when shorter)."""
     path, repo_id = Path(path), None
     if not path.exists():
-        path, repo_id = _from_hub_cache(str(path)), str(path)
+        path, repo_id = from_hub_cache(str(path)), str(path)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise PlanError(f"folder {path} has no config.json")
@@ -149,29 +153,6 @@ def read_hf_config(path, seq_len: int | None = None) -> Model:
         raise PlanError(f"{path} holds a JSON {type(cfg).__name__}, not an object")
     fallback = repo_id or (path.parent.name if path.name == "config.json" else path.stem)  # a folder, a renamed file
     return model_from_hf_dict(cfg, seq_len, name=_name_in(cfg) or fallback, source=str(path))
-
-
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-def _from_hub_cache(name: str) -> Path:
-    """A Hugging Face repo id (``owner/name``) that is not a path here: its config.json from the local hub
-    cache (``HF_HUB_CACHE``, ``HF_HOME``/hub or ~/.cache/huggingface/hub), the snapshot ``refs/main`` names
-    or else the newest; the planner never downloads.  Anything else: a one-line error."""
-    if not REPO_ID.match(name) or name.endswith(".json"):
-        raise PlanError(f"no such file or folder: {name}")
-    hub = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or
-                                                       Path.home() / ".cache" / "huggingface") / "hub")
-    repo = hub / ("models--" + name.replace("/", "--"))
-    main = repo / "refs" / "main"
-    snapshots = [repo / "snapshots" / main.read_text().strip()] if main.is_file() else \
-        sorted((repo / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for snapshot in snapshots:
-        if (snapshot / "config.json").is_file():
-            return snapshot / "config.json"
-    raise PlanError(f"no such file or folder: {name}, nor a config.json for that Hugging Face repo in {hub} (the "
-                    f"planner reads offline: fetch it with `hf download {name} config.json`, or pass "
-                    "the file's path)")
 
 
 def model_from_hf_dict(cfg: dict, seq_len: int | None = None, name: str = "", *, source: str = "config.json") -> Model:
@@ -199,7 +180,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     kind = TEXT_OF.get(cfg.get("model_type"), cfg.get("model_type"))
     if kind in HYBRID_READERS:   # Mamba-2 mixers beside attention (Nemotron-H), which Model holds
         return HYBRID_READERS[kind](keys, name, seq_len)
-    refuse_other_mixers(cfg, kind, source)
+    if kind not in DELTA:
+        refuse_other_mixers(cfg, kind, source)
     if kind in FAMILY_READERS:
         return FAMILY_READERS[kind](keys, name, seq_len)
     if kind not in KNOWN and not all(k in cfg for k in LLAMA_KEYS):
@@ -258,7 +240,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                                                                     "of the parameters")))
     if kind in LAYERNORM:
         shape["norm"] = "layernorm"
-    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "olmo3", "dots1") or \
+    shape["qk_norm"] = kind in ("qwen3", "qwen3_moe", "gemma3_text", "olmoe", "olmo2", "olmo3", "dots1") + DELTA or \
         (kind in ("glm4_moe", "minimax_m2", "bailing_moe", "hunyuan_v1_dense", "hunyuan_v1_moe")
          and keys.bool("use_qk_norm", False))
     if kind in ("mixtral", "granitemoe", "olmoe", "minimax_m2", "phimoe"):
@@ -267,6 +249,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                      router_bias=kind == "minimax_m2" and keys.bool("use_routing_bias", False))
     elif kind in ("qwen2_moe", "qwen3_moe"):
         shape.update(qwen_moe(keys, kind, layers))
+    elif kind in DELTA and keys.get("num_experts") is not None:   # Qwen2-MoE's gated shared expert
+        shape.update(qwen_moe(keys, "qwen2_moe", layers))
     elif kind in DEEPSEEK:
         shape.update(deepseek(keys, kind, layers))
     elif kind == "gpt_oss":
@@ -285,7 +269,11 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
                      dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True,
                      **routing_groups(keys))
-    shape.update(sliding_window(keys, kind, layers))
+    if kind in DELTA:   # its layer_types name its mixers, not windows
+        hybrid = gated_delta_net(keys, layers)
+        shape.update(hybrid, read_note="; ".join(filter(None, (shape.get("read_note"), hybrid["read_note"]))))
+    else:
+        shape.update(sliding_window(keys, kind, layers))
     if shape.get("experts") and shape.get("dense_layers", 0) >= layers:  # every layer dense: not an MoE
         shape.update(experts=0, top_k=0, dense_layers=0, shared_experts=0, shared_ffn=None,
                      shared_expert_gate=False, router_bias=False, moe_ffn=None)

@@ -17,6 +17,13 @@ attention ones (``attention_layers``) counted beside them.  What each reads:
   ``n_group`` / ``topk_group``.  Where a model has both MLP and MoE blocks the MLPs are counted as dense layers.
   The multi-token-prediction blocks are not counted (``read_note`` says so); a latent MoE (``moe_latent_size``:
   Nemotron 3 Super's experts in a smaller space) is refused rather than counted at the full width.
+
+``gated_delta_net`` reads what Qwen3-Next's and Qwen3.5's configs (``qwen3_next``, ``qwen3_5_text``,
+``qwen3_5_moe_text``) add to the Llama and Qwen-MoE keys ``hf_config`` reads: which layers are Gated DeltaNet
+(``layer_types``' ``linear_attention``, or all but every ``full_attention_interval``-th, default 4), the mixer's
+``linear_num_key_heads``, ``linear_key_head_dim``, ``linear_num_value_heads``, ``linear_value_head_dim`` and
+``linear_conv_kernel_dim``, and the gate on the attention layers' output (``attn_output_gate``, default true: Qwen3-Next
+always gates).  Its multi-token-prediction layers (``mtp_num_hidden_layers``) are not counted, and said.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ from __future__ import annotations
 from playground.planner.architecture import Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_keys import Keys, PLAIN_ACTS, routing_groups
-from playground.planner.ssm import Mamba2
+from playground.planner.ssm import GatedDeltaNet, Mamba2
 
-__all__ = ["HYBRID_READERS"]
+__all__ = ["HYBRID_READERS", "gated_delta_net"]
 
 BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
@@ -92,3 +99,26 @@ def nemotron_h(keys: Keys, name: str, seq_len: int) -> Model:
 
 
 HYBRID_READERS = {"nemotron_h": nemotron_h}
+
+
+def gated_delta_net(keys: Keys, layers: int) -> dict:
+    """The ``Model`` fields of a Qwen3-Next-style hybrid: its Gated DeltaNet mixers, in each layer but the full-attention
+    ones, and the gate on those layers' output; and its note."""
+    types = keys.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != layers or set(types) - {"linear_attention", "full_attention"}:
+            raise PlanError(f"{keys.source}: 'layer_types' must list 'linear_attention' or 'full_attention' for each "
+                            f"of the {layers} layers, got {types!r}")
+        full = types.count("full_attention")
+    else:
+        full = layers // keys.int("full_attention_interval", 4)
+    mixer = GatedDeltaNet(key_heads=keys.int("linear_num_key_heads"), key_dim=keys.int("linear_key_head_dim"),
+                          value_heads=keys.int("linear_num_value_heads"), value_dim=keys.int("linear_value_head_dim"),
+                          conv=keys.int("linear_conv_kernel_dim", 4))
+    note = (f"a hybrid: {layers - full} Gated DeltaNet mixers and {full} gated attention layers, each with its MLP or "
+            "MoE, priced as an average layer")
+    if keys.get("mtp_num_hidden_layers") or keys.get("num_nextn_predict_layers"):
+        note += "; its multi-token-prediction layers are not counted"
+    return dict(ssm=mixer, ssm_layers=layers - full, attention_layers=full,
+                attention_gate=keys.bool("attn_output_gate", True), read_note=note)
+

@@ -85,10 +85,10 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"TP={layout.tp} does not divide the {model.kv_head_count} key/value heads "
                         f"(it would split a KV head; use a TP that divides both head counts, "
                         f"{_divisors(math.gcd(model.heads, model.kv_head_count))}, or context parallelism)")
-    if model.ssm_layers:   # a hybrid's Mamba-2 mixers: heads and groups split over TP; no CP modelled for them
+    if model.ssm_layers:   # a hybrid's recurrent mixers: their heads split over TP; no CP modelled for them
         model.ssm.check_tp(layout.tp)
         if layout.cp > 1:
-            raise PlanError(f"CP={layout.cp}: context parallelism over a hybrid's Mamba-2 mixers is not modelled "
+            raise PlanError(f"CP={layout.cp}: context parallelism over a hybrid's recurrent mixers is not modelled "
                             "(their scan passes a state along the sequence); use CP=1")
     if layout.pp > model.layers:
         raise PlanError(f"PP={layout.pp} is more than the {model.layers} layers")

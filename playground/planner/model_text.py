@@ -28,9 +28,14 @@ def model_line(model) -> str:
     if model.ssm_layers or model.attention_layers is not None:   # a hybrid: its blocks of each kind
         attention = model.layers if model.attention_layers is None else model.attention_layers
         ffn = "MLP" if not model.is_moe else "MoE" if not model.dense_layers else "MLP or MoE"
-        layers, sep = (f"{model.layers + attention + model.ssm_layers} blocks: {model.ssm_layers} "
-                       f"{model.ssm.describe() if model.ssm else 'Mamba-2'}, {attention} attention, {model.layers} "
-                       f"{ffn}"), "; "
+        mixer = model.ssm.describe() if model.ssm else "recurrent"
+        gated = "gated attention" if model.attention_gate else "attention"
+        if attention + model.ssm_layers == model.layers:   # a mixer and an MLP or MoE in each layer (Qwen3-Next)
+            layers = f"{model.layers} layers: {model.ssm_layers} {mixer} and {attention} {gated}, each with its {ffn}"
+        else:   # blocks of each kind (Nemotron-H)
+            layers = (f"{model.layers + attention + model.ssm_layers} blocks: {model.ssm_layers} {mixer}, {attention} "
+                      f"{gated}, {model.layers} {ffn}")
+        sep = "; "
     return (f"{layers}{window}{sep}hidden {model.hidden}, {att}, {mlp}, vocab {model.vocab}"
             + (", tied embeddings" if model.tied_embeddings else ""))
 

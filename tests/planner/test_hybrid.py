@@ -13,7 +13,7 @@ from playground.planner.hf_config import model_from_hf_dict, read_hf_config
 from playground.planner.layout_checks import check_layout
 from playground.planner.memory import memory_per_gpu
 from playground.planner.published_automodel import AUTOMODEL_HYBRID, NEMOTRON_3_NANO
-from playground.planner.ssm import Mamba2
+from playground.planner.ssm import GatedDeltaNet, Mamba2
 from playground.planner.step_time import predict
 
 NANO_DIR = Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families" / "nemotron-3-nano"
@@ -112,7 +112,7 @@ def test_a_layout_that_splits_a_mixers_groups_or_its_sequence_is_refused():
     nano = replace(NEMOTRON_3_NANO, seq_len=8192)
     with pytest.raises(PlanError, match="TP=16 does not divide the Mamba-2 mixers' 64 heads and 8 groups"):
         check_layout(replace(nano, kv_heads=32), Layout.today(16, 1, 1, global_batch=16))   # attention would split
-    with pytest.raises(PlanError, match="CP=2: context parallelism over a hybrid's Mamba-2 mixers is not modelled"):
+    with pytest.raises(PlanError, match="CP=2: context parallelism over a hybrid's recurrent mixers is not modelled"):
         check_layout(nano, Layout.today(1, 1, 1, cp=2, global_batch=16))
     check_layout(nano, Layout.today(2, 1, 1, global_batch=16))   # TP 2 splits 32 heads, 2 KV heads and 8 groups
 
@@ -124,5 +124,80 @@ def test_the_command_line_plans_a_hybrid_from_its_config_and_says_how_it_counted
                  "--global-batch", "512", "--ep", "8", "--recompute", "full", "--zero-stage", "3"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "52 blocks: 23 Mamba-2 (64 heads of 64, state 128, 8 groups), 6 attention, 23 MoE" in out
-    assert "its Mamba-2 mixers by their projections and chunked scan" in out
+    assert "its recurrent mixers (Mamba-2, Gated DeltaNet) by their projections and chunked scan" in out
     assert "31.6 G params (3.58 G active)" in out
+
+
+# ----------------------------------------------------------------------------- Gated DeltaNet: Qwen3-Next, Qwen3.5
+NEXT_DIR = NANO_DIR.parent / "qwen3-next-80b-a3b"
+NEXT = json.loads((NEXT_DIR / "config.json").read_text())
+
+
+def test_qwen3_next_reads_its_gated_deltanet_layers_and_is_counted_to_its_card():
+    """Qwen3-Next-80B-A3B's card: 80B parameters, 3B activated (ours keep its 0.62B of untied embeddings)."""
+    nxt = read_hf_config(NEXT_DIR, seq_len=4096)
+    assert (nxt.layers, nxt.ssm_layers, nxt.attention_layers, nxt.attention_gate) == (48, 36, 12, True)
+    assert nxt.ssm == GatedDeltaNet(key_heads=16, key_dim=128, value_heads=32, value_dim=128, conv=4)
+    assert (nxt.experts, nxt.top_k, nxt.shared_width, nxt.shared_expert_gate, nxt.qk_norm) == (512, 10, 512, True, True)
+    assert within_published_rounding(nxt.param_count, "80")
+    assert within_published_rounding(nxt.active_param_count - 2 * 151936 * 2048, "3")
+    assert nxt.describe().startswith("48 layers: 36 Gated DeltaNet (16 key heads of 128, 32 value heads of 128) and "
+                                     "12 gated attention, each with its MoE")
+
+
+def test_a_gated_deltanet_hybrids_parameters_are_its_layers_summed():
+    h, K, V, nv = 2048, 16 * 128, 32 * 128, 32
+    delta = h * (2 * K + 2 * V + 2 * nv) + (2 * K + V) * 4 + 2 * nv + 128 + V * h   # in_proj, conv, dt/A, norm, out
+    gated = 2 * h * 16 * 256 + 2 * h * 2 * 256 + 16 * 256 * h + 2 * 256        # query and gate, K, V, output, Q/K norms
+    moe = 512 * 3 * h * 512 + 3 * h * 512 + 512 * h + h                         # experts, shared, router, shared gate
+    layers = 36 * delta + 12 * gated + 48 * moe + 2 * 48 * h                    # each mixer's norm and each MoE's
+    assert read_hf_config(NEXT_DIR).counted_params() == layers + 2 * 151936 * h + h
+
+
+def test_the_delta_rule_adds_its_chunkwise_products_to_a_steps_flops():
+    """Per token and value head, forward, chunks of Q = 64: K K^T and Q K^T (2 Q d_k each), the corrected keys and
+    values (2 Q (d_k + d_v)), the masked mix (2 Q d_v), the state's two reads and its update (2 d_k d_v each)."""
+    nxt, s, batch = read_hf_config(NEXT_DIR, seq_len=4096), 4096, 4
+    without = replace(nxt, ssm_layers=0)
+    layout = Layout.today(1, 1, 8, ep=8, micro_batch=1, global_batch=batch)
+    h, K, V, nv, dk, dv, Q = 2048, 2048, 4096, 32, 128, 128, 64
+    per_token = 2 * h * (2 * K + 2 * V + 2 * nv) + 2 * V * h \
+        + nv * (2 * Q * dk + 2 * Q * (dk + dv) + 2 * Q * dk + 2 * Q * dv + 2 * 2 * dk * dv + 2 * dk * dv)
+    extra = flops_per_step(nxt, layout, "none") - flops_per_step(without, layout, "none")
+    assert extra == pytest.approx(3 * batch * s * 36 * per_token)
+
+
+def test_qwen3_5s_language_model_reads_as_qwen3_next_from_its_text_config():
+    """Qwen3.5 ships one config for its vision and language towers: the language model's keys are Qwen3-Next's."""
+    text = {**NEXT, "model_type": "qwen3_5_moe_text", "num_hidden_layers": 8, "attn_output_gate": True,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3 + ["full_attention"],
+            "mtp_num_hidden_layers": 1}
+    wrapped = model_from_hf_dict({"model_type": "qwen3_5_moe", "text_config": text, "vision_config": {"depth": 27}})
+    assert (wrapped.layers, wrapped.ssm_layers, wrapped.attention_layers) == (8, 6, 2)
+    assert "multi-token-prediction layers are not counted" in wrapped.read_note
+    assert "vision encoder is not counted" in wrapped.read_note
+    assert model_from_hf_dict(text).counted_params() == wrapped.counted_params()
+
+
+def test_a_gate_on_the_attention_output_widens_the_query_projection():
+    nxt = read_hf_config(NEXT_DIR)
+    plain = replace(nxt, attention_gate=False)
+    assert nxt.attention_params() - plain.attention_params() == 2048 * 16 * 256
+    layout = Layout.today(global_batch=1)
+    assert flops_per_step(nxt, layout, "none") - flops_per_step(plain, layout, "none") == pytest.approx(
+        3 * 4096 * 12 * 2 * 2048 * 16 * 256 * (8192 / 4096))   # 12 attention layers, 8,192 tokens
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"layer_types": ["linear_attention", "sliding_attention"] * 24}, "'layer_types' must list 'linear_attention' or"),
+    ({"linear_num_key_heads": 12}, "Gated DeltaNet key heads .12. must divide its value heads .32."),
+])
+def test_a_gated_deltanet_config_the_planner_cannot_count_is_refused_in_one_line(change, message):
+    with pytest.raises(PlanError, match=message):
+        model_from_hf_dict({**NEXT, **change})
+
+
+def test_tp_must_split_the_deltanets_key_heads():
+    nxt = read_hf_config(NEXT_DIR, seq_len=4096)
+    with pytest.raises(PlanError, match="TP=32 does not divide the Gated DeltaNet mixers' 16 key heads"):
+        check_layout(replace(nxt, heads=32, kv_heads=32), Layout.today(32, 1, 1, global_batch=32))

@@ -152,7 +152,7 @@ def test_an_unknown_model_type_with_the_llama_keys_reads_as_llama_and_says_so():
 @pytest.mark.parametrize("extra, named", [
     ({"model_type": "falcon_h1", "mamba_d_ssm": 3072, "mamba_d_state": 256}, "mamba_d_ssm, mamba_d_state"),
     ({"model_type": "jamba", "attn_layer_period": 8}, "attn_layer_period"),   # Nemotron-H's Mamba-2: hf_hybrid
-    ({"model_type": "qwen3_next", "full_attention_interval": 4}, "full_attention_interval"),
+    ({"model_type": "minimax", "attn_type_list": [0, 0, 0, 1]}, "attn_type_list"),   # Qwen3-Next's: hf_hybrid
     ({"model_type": "my_hybrid", "layer_types": ["linear_attention"] * 3 + ["full_attention"]},
      "layer_types 'linear_attention'"),
 ])
