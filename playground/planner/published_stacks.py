@@ -193,7 +193,6 @@ TORCHTITAN = _TITAN_8B + _TITAN_CP_8B + (_titan_70b(False, 829), _titan_70b(True
     + (_titan_h200(4, 10938), _titan_h200(8, 10753)) + _TITAN_ASYNC_ROWS
 
 NOT_REPRESENTABLE = (
-    "Megatron MoE Model Zoo, Qwen3-Next-80B-A3B (2.2 s): hybrid linear attention, no Model for it",
     "Megatron-Bridge DGX-H100, GPT OSS 120B: GA 2 disagrees with GBS 512 / (DP 16 x MBS 4) = 8, so the row's "
     "batch is not readable (its sliding windows now are: Model.sliding_window; its attention sinks are left out)",
     "Megatron-Bridge DGX-H100, Qwen3_235B_a22B: the row has one column too few (GBS missing), not readable",

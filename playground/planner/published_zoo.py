@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from playground.planner.costs import Layout, Model
+from playground.planner.hf_config import model_from_hf_dict
 from playground.planner.presets import preset
 from playground.planner.published_row import MEGATRON_MOE_HOST, TE_ATTENTION, PublishedStackRun, te_experts
 
@@ -77,6 +78,25 @@ MOE_MODEL_ZOO = (
                       "the embedding and the loss a chunk each" + _NORM_ACT,
                       cite="nvidia2025moemodelzoo"),
 )
+# Qwen3-Next-80B-A3B (Qwen/Qwen3-Next-80B-A3B-Instruct's config.json, as chapters/configs/families holds it): 36 Gated
+# DeltaNet layers and 12 of gated attention, each with an MoE of 512 experts of 512 and a gated shared one
+QWEN3_NEXT = model_from_hf_dict(dict(
+    model_type="qwen3_next", hidden_size=2048, intermediate_size=5120, num_hidden_layers=48, num_attention_heads=16,
+    num_key_value_heads=2, head_dim=256, hidden_act="silu", full_attention_interval=4, linear_num_key_heads=16,
+    linear_key_head_dim=128, linear_num_value_heads=32, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+    num_experts=512, num_experts_per_tok=10, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+    vocab_size=151936, tie_word_embeddings=False, max_position_embeddings=262144), seq_len=4096,
+    name="qwen3-next-80b-a3b")
+# The same table's hybrid, read once the model held Gated DeltaNet mixers (``ssm``) and replayed before anything was
+# changed for it: 1.59 of the published speed, a run its source calls "not well tuned"
+MOE_MODEL_ZOO += (
+    PublishedStackRun("Qwen3-Next-80B-A3B, EP 32 PP 4 VPP 3, 128 H100", "Megatron MoE Model Zoo", _ZOO, "H100",
+                      QWEN3_NEXT, Layout.today(1, 4, 32, ep=32, expert_tp=1, micro_batch=1, global_batch=256, vpp=3,
+                                               ep_dispatch="deepep", grad_reduce="bf16", recompute="selective",
+                                               recompute_modules=("layernorm", "moe_act", "shared_experts")),
+                      ("moe_imbalance", "moe_launch"), step_time_s=2.2, tflops_per_gpu=89, flop_count="model",
+                      note=_ZOO_NOTE + "; DeepEP dispatcher; EDP 1; recompute 'norm, act, shared_expert'; the Megatron-Core "
+                      "dev branch of its day (bbc762d5), 'not well tuned', its table says", cite="nvidia2025moemodelzoo"),)
 # Megatron-Core on Transformer Engine: cuDNN's fused attention on the H100s, the experts' GEMMs launched as its
 # GroupedLinear launches them
 MOE_MODEL_ZOO = tuple(replace(r, layout=replace(te_experts(r.layout), attention_kernel=TE_ATTENTION))
