@@ -40,7 +40,7 @@ PLANNER_FLOORS = (
     # hf_hybrid Nemotron-H's blocks
     {"layout", "hf_config", "presets", "gemms"},
     {"layout_checks", "activations"},  # whether a layout can run; what a layer keeps for backward
-    {"memory", "measure", "comm_costs", "moe_kernels", "kernel_rates"},
+    {"memory", "measure", "measure_mixers", "comm_costs", "moe_kernels", "kernel_rates"},
     {"costs"},
     {"layer_costs"},  # one layer's passes, priced from the cost terms
     {"published_row"},

@@ -201,3 +201,37 @@ def test_tp_must_split_the_deltanets_key_heads():
     nxt = read_hf_config(NEXT_DIR, seq_len=4096)
     with pytest.raises(PlanError, match="TP=32 does not divide the Gated DeltaNet mixers' 16 key heads"):
         check_layout(replace(nxt, heads=32, kv_heads=32), Layout.today(32, 1, 1, global_batch=32))
+
+
+# ----------------------------------------------------------------------------- the counts against real modules
+@pytest.mark.parametrize("shape", [Mamba2(heads=8, head_dim=16, state=16, groups=2, chunk=16),
+                                   GatedDeltaNet(key_heads=2, key_dim=16, value_heads=4, value_dim=16, chunk=16)],
+                         ids=["mamba2", "gated_deltanet"])
+def test_a_mixers_parameters_and_flops_are_what_pytorch_counts_on_a_real_module(shape):
+    """A module holding the weights as Hugging Face's does, its scan written as the chunked products the planner
+    prices: PyTorch counts the parameters ``params`` gives and the forward FLOPs ``gemms`` gives (its convolution's
+    apart, priced as bytes), and the chunked scan equals the token-by-token recurrence."""
+    from playground.planner.measure_mixers import measure_mixer
+    got = measure_mixer(shape, hidden=64, tokens=48)
+    assert got["params"] == got["predicted_params"]
+    assert got["flops"] == got["predicted_flops"]
+    # the convolution: k multiply-adds a channel and token (padded both ends, it computes k - 1 outputs it drops)
+    assert got["conv_flops"] == 2 * shape.conv * shape.conv_channels * (48 + shape.conv - 1)
+    assert got["max_error"] < 1e-12 * got["scale"]
+
+
+def test_the_chunked_scans_equal_their_recurrences_whatever_the_chunk():
+    import torch
+    from playground.planner.measure_mixers import (delta_rule_chunked, delta_rule_recurrent, ssd_chunked,
+                                                   ssd_recurrent)
+    torch.manual_seed(1)
+    T, H, P, N, G = 37, 4, 8, 6, 2      # a last chunk cut short
+    x, B, C = torch.randn(T, H, P, dtype=torch.float64), *torch.randn(2, T, G, N, dtype=torch.float64)
+    dt, A = torch.rand(T, H, dtype=torch.float64), -torch.rand(H, dtype=torch.float64)
+    reference = ssd_recurrent(x, dt, A, B.repeat_interleave(H // G, 1), C.repeat_interleave(H // G, 1))
+    q, k = (torch.nn.functional.normalize(torch.randn(T, H, 8, dtype=torch.float64), dim=-1) for _ in range(2))
+    v, g, beta = torch.randn(T, H, 5, dtype=torch.float64), -torch.rand(T, H, dtype=torch.float64), torch.rand(T, H, dtype=torch.float64)
+    delta = delta_rule_recurrent(q, k, v, g, beta)
+    for chunk in (1, 5, 16, 64):
+        torch.testing.assert_close(ssd_chunked(x, dt, A, B, C, chunk, G), reference)
+        torch.testing.assert_close(delta_rule_chunked(q, k, v, g, beta, chunk), delta)
