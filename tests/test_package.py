@@ -49,6 +49,7 @@ PLANNER_FLOORS = (
     {"published_automodel", "published_nemo"},  # beside the Model Zoo, which they draw on
     {"published_bridge", "published_bridge_ab"},  # their MoE rows reuse the shapes of the Model Zoo's and AutoModel's
     {"published_bridge_2509", "published_bridge_2604", "published_bridge_2606",  # other releases' tables, read with the same row builder
+     "published_bridge_nemotron",  # 26.04.01's hybrid rows
      "published_moe_report", "published_moe_recipes"},  # the Megatron-Core MoE report's runs and Megatron-LM's
     # MoE recipes, on the same racks
     {"step_time", "published_layouts", "published_stacks", "overlap"},

@@ -37,6 +37,7 @@ from playground.planner.published_bridge import MEGATRON_BRIDGE, MEGATRON_BRIDGE
 from playground.planner.published_bridge_ab import BRIDGE_EP_OVERLAP_AB
 from playground.planner.published_bridge_2509 import MEGATRON_BRIDGE_2509
 from playground.planner.published_bridge_2604 import MEGATRON_BRIDGE_2604
+from playground.planner.published_bridge_nemotron import MEGATRON_BRIDGE_NEMOTRON
 from playground.planner.published_bridge_2606 import MEGATRON_BRIDGE_2606
 from playground.planner.published_moe_recipes import MEGATRON_MOE_RECIPES
 from playground.planner.published_moe_report import MCORE_MOE_REPORT
@@ -198,8 +199,9 @@ NOT_REPRESENTABLE = (
     "Megatron-Bridge DGX-H100, Qwen3_235B_a22B: the row has one column too few (GBS missing), not readable",
     "MegaScale (Jiang et al. 2024): its per-scale table was not found in the stored sources; not recorded",
     "Megatron-Bridge 25.09, the DGX-GB200 rows: no NVL72 rack in the hardware table",
-    "Megatron-Bridge 26.04.01, the DGX-GB200, DGX-GB300 and DGX-B300 rows: no NVL72 rack and no B300 in the "
-    "hardware table; its Nemotron 3 Nano and Super runs: hybrid Mamba layers, no Model for them",
+    "Megatron-Bridge 26.04.01, the transformers' DGX-GB200, DGX-GB300 and DGX-B300 rows: no NVL72 rack and no B300 "
+    "in the hardware table when it was read (its Nemotron 3 Nano runs on all five systems, read once the model held "
+    "Mamba-2 mixers, are rows: published_bridge_nemotron); its Nemotron 3 Super runs: a latent MoE, not modelled",
     "NeMo 25.04 long sequences, LLAMA3-8B on DGX-B200: each row's TP x PP x DP x CP is a quarter of its GPUs, so its "
     "layout is not readable",
 )
@@ -308,4 +310,4 @@ HELD_OUT_FIRST_REPLAY = {
 
 STACK_RUNS = TORCHTITAN + FMS_FSDP + MEGATRON_BRIDGE + MOE_MODEL_ZOO + (DEEPSEEK_V3,) + ZERO3_TABLE2 + (OPT_175B,) \
     + LLM_FOUNDRY + AUTOMODEL + AUTOMODEL_HYBRID + NEMO_2407 + NEMO_2403_LONG + NEMO_2409_DGXC + MEGATRON_BRIDGE_B200 \
-    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2509 + BRIDGE_EP_OVERLAP_AB + tuple(run for runs in HELD_OUT.values() for run in runs)
+    + MEGATRON_WEAK_SCALING + MEGATRON_BRIDGE_2509 + BRIDGE_EP_OVERLAP_AB + MEGATRON_BRIDGE_NEMOTRON + tuple(run for runs in HELD_OUT.values() for run in runs)
