@@ -91,6 +91,8 @@ def _quiet_run(logger, fn):
 
 def unrepresentable(model: Model, layout: Layout) -> str:
     """Why llm-analysis 0.2.2 cannot describe this run ('' when it can)."""
+    if model.ssm_layers:
+        return "a hybrid: it knows attention layers only, not the recurrent mixers (Mamba-2, Gated DeltaNet)"
     if model.is_moe:
         return "MoE: its FLOP count has no expert or top-k term (every MLP is a dense 4h one)"
     if layout.cp > 1:
