@@ -63,7 +63,7 @@ def planner_parser(prog: str = "python -m playground.capacity_plan") -> argparse
                    "StarCoder2, MPT, Falcon, BLOOM, GPT-2, "
                    "or any config with Llama's keys (read as Llama, and said so); sliding-window layers counted over "
                    "their window, DeepSeek Sparse Attention over the keys its indexer picks; hybrids of recurrent mixers and "
-                   "attention (Nemotron-H and Nemotron 3's Mamba-2, Qwen3-Next and Qwen3.5's Gated DeltaNet) counted block by "
+                   "attention (Nemotron-H, Nemotron 3 and Granite 4.0's Mamba-2, Qwen3-Next and Qwen3.5's Gated DeltaNet) counted block by "
                    "block and priced as an average layer; other hybrids (Jamba, Falcon-H1, MiniMax-01's lightning attention, "
                    "convolutions) and latent MoEs refused (default: none)")
     m.add_argument("--params", metavar="N", help="total parameters (default: counted from the shape; alone, "

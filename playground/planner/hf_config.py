@@ -75,6 +75,7 @@ Which keys are read, by ``model_type``:
   ``playground.planner.hf_hybrid`` reads it.  qwen3_next, qwen3_5_text, qwen3_5_moe_text (Qwen3-Next, Qwen3.5's
   language model): the Llama keys, Qwen3's Q/K norms, Qwen2-MoE's expert keys (a gated shared expert), and
   ``hf_hybrid.gated_delta_net``'s: Gated DeltaNet mixers in all but the full-attention layers, whose output is gated.
+  granitemoehybrid (Granite 4.0): the Llama keys and ``hf_hybrid.granite_hybrid``'s (Mamba-2 mixers, a shared MLP).
 * Any other config whose layers are not all attention is refused, naming the keys that say so: Mamba and other
   state-space layers (``mamba_*``, ``ssm_*``, ``attn_layer_period``: Jamba, Falcon-H1), linear attention
   (``linear_num_key_heads``, ``attn_type_list``: MiniMax-01's lightning attention), convolutions (LFM2), or
@@ -106,7 +107,7 @@ from playground.planner.architecture import DEFAULT_SEQ_LEN, Model
 from playground.planner.errors import PlanError
 from playground.planner.hf_families import FAMILY_READERS
 from playground.planner.hf_hub import from_hub_cache
-from playground.planner.hf_hybrid import HYBRID_READERS, gated_delta_net
+from playground.planner.hf_hybrid import HYBRID_READERS, gated_delta_net, granite_hybrid
 from playground.planner.hf_keys import (Keys, bailing_moe, deepseek, ernie_moe, hunyuan, llama4, mlp_is_gated, qwen_moe,
                                         refuse_other_mixers, require_gelu, routing_groups, sliding_window,
                                         sparse_attention)
@@ -119,6 +120,7 @@ LAYERNORM = ("nemotron", "gpt_neox", "starcoder2", "phimoe")   # weight and bias
 GEMMA = ("gemma", "gemma2", "gemma3_text")
 # Qwen3-Next's and Qwen3.5's hybrids: Gated DeltaNet mixers beside gated attention, Qwen-MoE's experts (hf_hybrid)
 DELTA = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+GRANITE_HYBRID = ("granitemoehybrid",)   # Granite 4.0: Mamba-2 mixers beside attention, experts beside a shared MLP
 OTHER_MOE = ("gpt_oss", "llama4_text", "glm4_moe", "dots1", "ernie4_5_moe", "bailing_moe", "hunyuan_v1_moe")
 # Kimi K2, DeepSeek-V3.2 and GLM-5 are DeepSeek-V3's architecture (the last two with sparse attention on top)
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k2")
@@ -126,7 +128,7 @@ DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa", "kimi_k
 TEXT_OF = {"qwen2_vl": "qwen2", "qwen2_vl_text": "qwen2", "qwen2_5_vl": "qwen2", "qwen2_5_vl_text": "qwen2",
            "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe", "glm4v_moe_text": "glm4_moe"}
 OTHER_TOWERS = ("vision_config", "audio_config")   # a multimodal config's encoders, which Model does not hold
-KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK + DELTA
+KNOWN = LLAMA_STYLE + GEMMA + OTHER_MOE + DEEPSEEK + DELTA + GRANITE_HYBRID
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "moe_intermediate_size")
 LLAMA_KEYS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 
@@ -180,7 +182,7 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
     kind = TEXT_OF.get(cfg.get("model_type"), cfg.get("model_type"))
     if kind in HYBRID_READERS:   # Mamba-2 mixers beside attention (Nemotron-H), which Model holds
         return HYBRID_READERS[kind](keys, name, seq_len)
-    if kind not in DELTA:
+    if kind not in DELTA + GRANITE_HYBRID:
         refuse_other_mixers(cfg, kind, source)
     if kind in FAMILY_READERS:
         return FAMILY_READERS[kind](keys, name, seq_len)
@@ -269,8 +271,8 @@ def _model_from_hf_dict(cfg: dict, seq_len: int, name: str, source: str) -> Mode
                      moe_ffn=keys.int("moe_intermediate_size"), shared_experts=keys.int("n_shared_experts", 0, least=0),
                      dense_layers=min(keys.int("first_k_dense_replace", 0, least=0), layers), router_bias=True,
                      **routing_groups(keys))
-    if kind in DELTA:   # its layer_types name its mixers, not windows
-        hybrid = gated_delta_net(keys, layers)
+    if kind in DELTA + GRANITE_HYBRID:   # its layer_types name its mixers, not windows
+        hybrid = (gated_delta_net if kind in DELTA else granite_hybrid)(keys, layers)
         shape.update(hybrid, read_note="; ".join(filter(None, (shape.get("read_note"), hybrid["read_note"]))))
     else:
         shape.update(sliding_window(keys, kind, layers))

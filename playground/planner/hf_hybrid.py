@@ -24,6 +24,13 @@ attention ones (``attention_layers``) counted beside them.  What each reads:
 ``linear_num_key_heads``, ``linear_key_head_dim``, ``linear_num_value_heads``, ``linear_value_head_dim`` and
 ``linear_conv_kernel_dim``, and the gate on the attention layers' output (``attn_output_gate``, default true: Qwen3-Next
 always gates).  Its multi-token-prediction layers (``mtp_num_hidden_layers``) are not counted, and said.
+
+``granite_hybrid`` reads IBM's Granite 4.0 hybrids (``granitemoehybrid``): each layer a Mamba-2 mixer or attention
+(``layer_types``, default all Mamba-2) and an MoE of ``num_local_experts`` gated experts of ``intermediate_size``
+beside a gated shared MLP of ``shared_intermediate_size`` (no experts: that MLP alone); the mixers' ``mamba_n_heads``,
+``mamba_d_head`` (``auto``: ``mamba_expand`` h over the heads), ``mamba_d_state``, ``mamba_n_groups``, ``mamba_d_conv``,
+``mamba_chunk_size``, ``mamba_conv_bias`` and ``mamba_proj_bias``, each at ``GraniteMoeHybridConfig``'s default
+where the config leaves it out.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from playground.planner.errors import PlanError
 from playground.planner.hf_keys import Keys, PLAIN_ACTS, routing_groups
 from playground.planner.ssm import GatedDeltaNet, Mamba2
 
-__all__ = ["HYBRID_READERS", "gated_delta_net"]
+__all__ = ["HYBRID_READERS", "gated_delta_net", "granite_hybrid"]
 
 BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
@@ -121,4 +128,27 @@ def gated_delta_net(keys: Keys, layers: int) -> dict:
         note += "; its multi-token-prediction layers are not counted"
     return dict(ssm=mixer, ssm_layers=layers - full, attention_layers=full,
                 attention_gate=keys.bool("attn_output_gate", True), read_note=note)
+
+
+def granite_hybrid(keys: Keys, layers: int) -> dict:
+    """The ``Model`` fields of a Granite 4.0 hybrid: its Mamba-2 mixers and attention layers, and its experts beside
+    the shared MLP every layer holds (or that MLP alone, as the dense layer); and its note."""
+    types = keys.get("layer_types") or keys.get("layers_block_type") or ["mamba"] * layers
+    if not isinstance(types, list) or len(types) != layers or set(types) - {"mamba", "attention"}:
+        raise PlanError(f"{keys.source}: 'layer_types' must list 'mamba' or 'attention' for each of the {layers} "
+                        f"layers, got {types!r}")
+    heads, hidden = keys.int("mamba_n_heads", 128), keys.int("hidden_size")
+    head_dim = keys.get("mamba_d_head", "auto")
+    head_dim = keys.int("mamba_expand", 2) * hidden // heads if head_dim == "auto" else keys.int("mamba_d_head")
+    mixer = Mamba2(heads=heads, head_dim=head_dim, state=keys.int("mamba_d_state", 256),
+                   groups=keys.int("mamba_n_groups", 1), conv=keys.int("mamba_d_conv", 4),
+                   chunk=keys.int("mamba_chunk_size", 256), conv_bias=keys.bool("mamba_conv_bias", True),
+                   proj_bias=keys.bool("mamba_proj_bias", False))
+    shared, experts = keys.int("shared_intermediate_size", 1024), keys.int("num_local_experts", 8, least=0)
+    ffn = dict(experts=experts, top_k=keys.int("num_experts_per_tok", 2), moe_ffn=keys.int("intermediate_size", 11008),
+               shared_experts=1, shared_ffn=shared) if experts else dict(ffn=shared)
+    mamba = types.count("mamba")
+    return dict(ssm=mixer, ssm_layers=mamba, attention_layers=layers - mamba, **ffn,
+                read_note=f"a hybrid: {mamba} Mamba-2 mixers and {layers - mamba} attention layers, each with its "
+                          f"{'MoE and shared MLP' if experts else 'MLP'}, priced as an average layer")
 

@@ -27,7 +27,7 @@ GATED_ACTS = ("silu", "swiglu", "swish")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "quick_gelu", "relu", "relu2",
               "xielu")   # xIELU: Apertus's learned activation, on an MLP without a gate
 # keys that say some layers mix tokens without attention: Mamba and other state-space layers (Jamba,
-# Falcon-H1, Granite 4, Zamba; Nemotron-H's are read first, by hf_hybrid), linear attention (MiniMax-01; Qwen3-Next's
+# Falcon-H1, Zamba; Nemotron-H's and Granite 4.0's are read first, by hf_hybrid), linear attention (MiniMax-01; Qwen3-Next's
 # Gated DeltaNet is read by hf_hybrid),
 # short convolutions (LFM2)
 MIXER_PREFIXES = ("mamba_", "ssm_", "linear_num_", "linear_key_", "linear_value_", "linear_conv_")

@@ -235,3 +235,24 @@ def test_the_chunked_scans_equal_their_recurrences_whatever_the_chunk():
     for chunk in (1, 5, 16, 64):
         torch.testing.assert_close(ssd_chunked(x, dt, A, B, C, chunk, G), reference)
         torch.testing.assert_close(delta_rule_chunked(q, k, v, g, beta, chunk), delta)
+
+
+# ----------------------------------------------------------------------------- Granite 4.0's Mamba-2 hybrid
+GRANITE_H_SMALL = {   # ibm-granite/granite-4.0-h-small's config.json, the keys the planner reads (the rest at defaults)
+    "model_type": "granitemoehybrid", "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "num_local_experts": 72, "num_experts_per_tok": 10, "shared_intermediate_size": 1536,
+    "intermediate_size": 768, "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2, "tie_word_embeddings": True,
+    "vocab_size": 100352, "hidden_act": "silu", "layer_types": (["mamba"] * 9 + ["attention"]) * 4}
+
+
+def test_granite_4_reads_its_mamba_layers_and_shared_mlp_and_is_counted_to_its_card():
+    """Granite 4.0-H-Small's card: 32B parameters, 9B active; every layer a mixer and an MoE beside a shared MLP."""
+    small = model_from_hf_dict(GRANITE_H_SMALL)
+    assert (small.layers, small.ssm_layers, small.attention_layers) == (40, 36, 4)
+    assert small.ssm == Mamba2(heads=128, head_dim=64, state=128, groups=1, conv=4, chunk=256)   # d_head: 2 h / 128
+    assert (small.experts, small.top_k, small.expert_width, small.shared_width) == (72, 10, 768, 1536)
+    assert within_published_rounding(small.param_count, "32") and within_published_rounding(small.active_param_count, "9")
+    dense = model_from_hf_dict({**GRANITE_H_SMALL, "num_local_experts": 0})   # the shared MLP alone: a dense layer
+    assert not dense.is_moe and dense.ffn_width == 1536
+    with pytest.raises(PlanError, match="'layer_types' must list 'mamba' or 'attention' for each of the 40 layers"):
+        model_from_hf_dict({**GRANITE_H_SMALL, "layer_types": ["mamba", "linear_attention"] * 20})
