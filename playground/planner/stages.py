@@ -74,13 +74,18 @@ def even_chunks(model: Model, layout) -> bool:
 
 
 def placement_note(model: Model, layout) -> str:
-    """How the layers sit on the stages, in words (for the report)."""
+    """How the layers sit on the stages, in words (for the report); a hybrid's layers are its MLPs or MoEs, each
+    with its share of the mixers."""
     stages = stage_layers(model, layout)
+    hybrid = "" if model.attention_layers is None and not model.ssm_layers else (
+        f" (each an {'MoE' if model.is_moe else 'MLP'} with its share of the {model.ssm_layers} recurrent and "
+        f"{model.attention_layers if model.attention_layers is not None else model.layers} attention mixers)")
     if len(set(stages)) == 1:
-        return f"{model.layers} layers, {stages[0]} per stage" if layout.pp > 1 else f"{model.layers} layers"
+        return (f"{model.layers} layers{hybrid}, {stages[0]} per stage" if layout.pp > 1
+                else f"{model.layers} layers{hybrid}")
     middle = stages[1:-1]
     mid = f" + {len(middle)} x {middle[0]}" if middle and len(set(middle)) == 1 else \
         "".join(f" + {x}" for x in middle)
     why = (" (the embedding and the loss each count as a layer)"
            if layout.first_stage_layers is None and (model.layers + 2) % layout.pp == 0 else "")
-    return f"{model.layers} layers as {stages[0]}{mid} + {stages[-1]}{why}"
+    return f"{model.layers} layers{hybrid} as {stages[0]}{mid} + {stages[-1]}{why}"
