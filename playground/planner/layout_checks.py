@@ -84,7 +84,8 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
     if not model.is_mla and model.kv_head_count % layout.tp:
         raise PlanError(f"TP={layout.tp} does not divide the {model.kv_head_count} key/value heads "
                         f"(it would split a KV head; use a TP that divides both head counts, "
-                        f"{_divisors(math.gcd(model.heads, model.kv_head_count))}, or context parallelism)")
+                        f"{_divisors(math.gcd(model.heads, model.kv_head_count))}"
+                        + (")" if model.ssm_layers else ", or context parallelism)"))   # no CP over a hybrid's mixers
     if model.ssm_layers:   # a hybrid's recurrent mixers: their heads split over TP; no CP modelled for them
         model.ssm.check_tp(layout.tp)
         if layout.cp > 1:
