@@ -17,7 +17,7 @@ import math
 from playground.planner.architecture import Model
 from playground.planner.layout import BYTES, EFFICIENCY, Cluster, Efficiency, Layout
 
-__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "pass_windows", "dispatch_time", "routing_map_gather_time", "ring_passes", "context_parallel_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
+__all__ = ["allreduce_time", "allgather_time", "alltoall_time", "overlapped", "pass_windows", "dispatch_time", "routing_map_gather_time", "ring_passes", "context_parallel_time", "mixer_cp_time", "fsdp_exposed_time", "ring_network_bandwidth", "ring_crossing", "tensor_parallel_link", "context_parallel_link", "data_parallel_link", "expert_data_parallel_link", "shard_link", "replica_link", "expert_parallel_link", "pipeline_link"]
 
 
 def allreduce_time(size_bytes: float, n: int, bytes_per_s: float, eff: Efficiency = EFFICIENCY,
@@ -238,6 +238,17 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
     passes = ring_passes(model, layout, local)
     step = attention / (passes + 1)
     return passes * ((1 + rc) * overlapped(one, step, gpu, eff) + overlapped(2 * one, 2 * step, gpu, eff))
+
+
+def mixer_cp_time(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, T: float, rc: float) -> float:
+    """Seconds Megatron-Core's Mamba context parallelism adds to one recurrent mixer and micro-batch: its five
+    inputs all-to-all to head shards and its output back (``ssm.Mamba2.cp_widths``), forward, recomputed forward and
+    their gradients backward, exposed (the scan waits for them), as Ulysses' are."""
+    c = layout.cp
+    link, bw = context_parallel_link(layout, cluster)
+    sent, back = model.ssm.cp_widths(layout.tp, c)
+    moved = (c - 1) / c * T * (sent + back) * BYTES / (eff.link_rate(link) * bw)
+    return (2 + rc) * (6 * (c - 1) * eff.latency_s + moved)
 
 
 def pass_windows(cost: dict) -> tuple[float, float]:

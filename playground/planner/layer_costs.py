@@ -14,7 +14,7 @@ layers on each pipeline stage and the micro-batches of a step.
 from __future__ import annotations
 
 from playground.planner.activations import layer_offloaded_bytes
-from playground.planner.comm_costs import context_parallel_time
+from playground.planner.comm_costs import context_parallel_time, mixer_cp_time
 from playground.planner.costs import (BYTES, Cluster, Efficiency, Layout, Model, allreduce_time, dispatch_time,
                                       gemm_time, layer_forward, layer_gemms, module_recompute_time, moe_host_time,
                                       overlapped, per_op_recomputed, routing_map_gather_time, tensor_parallel_link)
@@ -73,7 +73,11 @@ def _one_layer(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, 
         tp = overlapped(tp, (3 + rc) * gemms, gpu, eff, eff.tp_overlap_hidden)
     elif t > 1 and layout.tp_overlap == "forward":  # the forward passes' only; backward's stay exposed
         tp = overlapped(one_ar * (2 + 2 * rc), (1 + rc) * gemms, gpu, eff, eff.tp_overlap_hidden) + 2 * one_ar
-    cp = context_parallel_time(model, cluster, layout, eff, fwd["attention"], T, rc, local) if c > 1 else 0.0
+    cp, att = 0.0, model.attention_share   # a hybrid: its share of attention layers, and of its mixers' exchanges
+    if c > 1 and att:
+        cp = att * context_parallel_time(model, cluster, layout, eff, fwd["attention"] / att, T, rc, local)
+    if c > 1 and model.ssm_layers:
+        cp += model.ssm_share * mixer_cp_time(model, cluster, layout, eff, T, rc)
     ep = 0.0
     if moe and layout.ep > 1:  # dispatch + combine, forward, backward and recompute
         tokens = T / (t if layout.sequence_parallel else 1)

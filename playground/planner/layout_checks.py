@@ -85,12 +85,11 @@ def check_layout(model: Model, layout: Layout, gpus: int | None = None) -> None:
         raise PlanError(f"TP={layout.tp} does not divide the {model.kv_head_count} key/value heads "
                         f"(it would split a KV head; use a TP that divides both head counts, "
                         f"{_divisors(math.gcd(model.heads, model.kv_head_count))}"
-                        + (")" if model.ssm_layers else ", or context parallelism)"))   # no CP over a hybrid's mixers
-    if model.ssm_layers:   # a hybrid's recurrent mixers: their heads split over TP; no CP modelled for them
+                        + ", or context parallelism)")
+    if model.ssm_layers:   # a hybrid's recurrent mixers: their heads split over TP, and over CP as Megatron-Core does
         model.ssm.check_tp(layout.tp)
         if layout.cp > 1:
-            raise PlanError(f"CP={layout.cp}: context parallelism over a hybrid's recurrent mixers is not modelled "
-                            "(their scan passes a state along the sequence); use CP=1")
+            model.ssm.check_cp(layout.tp, layout.cp)
     if layout.pp > model.layers:
         raise PlanError(f"PP={layout.pp} is more than the {model.layers} layers")
     chunks = layout.pp * layout.vpp

@@ -39,7 +39,10 @@ Parameters: h (2 K + 2 V + 2 n_v) + V h, (2 K + V) k for the convolution, 2 n_v 
 for the norm.  What it keeps: ``in_proj``'s outputs, the convolution's, the scan's output and the norm's.
 
 Tensor parallelism splits the heads (and Mamba-2's groups), which must divide by TP, as Megatron-Core does; the
-scans' products multiply activations, run in bf16 whatever the GEMMs' precision (Triton kernels).
+scans' products multiply activations, run in bf16 whatever the GEMMs' precision (Triton kernels).  Context
+parallelism over Mamba-2 is Megatron-Core's (``MambaContextParallel``): the mixer's inputs go all-to-all from
+sequence shards to head shards, each rank scans the whole sequence for its heads, and the output comes back
+(``cp_widths``); over Gated DeltaNet it is refused.
 """
 
 from __future__ import annotations
@@ -122,6 +125,21 @@ class Mamba2:
             raise PlanError(f"TP={tp} does not divide the Mamba-2 mixers' {self.heads} heads and {self.groups} "
                             "groups (Megatron-Core splits both over TP)")
 
+    def check_cp(self, tp: int, cp: int) -> None:
+        """Megatron-Core's Mamba context parallelism (``MambaContextParallel``) gives each CP rank whole heads, and
+        whole groups or a group's share of its heads."""
+        local = self.groups // tp
+        if (self.heads // tp) % cp or (local % cp and cp % local):
+            raise PlanError(f"CP={cp} does not split the Mamba-2 mixers' {self.heads // tp} heads and {local} groups a "
+                            f"TP rank (heads / TP must divide by CP, and groups / TP by CP or CP by them)")
+
+    def cp_widths(self, tp: int, cp: int) -> tuple[float, float]:
+        """Channels a token of one TP rank sends in Megatron-Core's Mamba context parallelism: before the convolution
+        and scan, ``in_proj``'s output (z, x, B, C and dt: B and C repeated to one group a CP rank where the ranks
+        outnumber the groups) all-to-all from sequence shards to head shards; after, the scan's output back."""
+        groups = max(self.groups // tp, cp)
+        return (2 * self.inner + self.heads) / tp + 2 * groups * self.state, self.inner / tp
+
     def gemms(self, hidden: int, tokens: float, sequences: float, tp: int, count: float = 1.0) -> list:
         """The forward GEMMs of one mixer on one GPU, (name, batch count, M, N, K), ``count`` of them (a layer's
         share of the mixers): the two projections over ``tokens`` tokens, and the scan's products over the chunks
@@ -194,6 +212,10 @@ class GatedDeltaNet:
         """Parameter tensors of one mixer: its two input projections, the convolution, the decay's bias and A, the
         norm and the output projection."""
         return 7
+
+    def check_cp(self, tp: int, cp: int) -> None:
+        raise PlanError(f"CP={cp}: context parallelism over Gated DeltaNet mixers is not modelled (their chunk states "
+                        "pass along the sequence); use CP=1")
 
     def check_tp(self, tp: int) -> None:
         if self.key_heads % tp or self.value_heads % tp:

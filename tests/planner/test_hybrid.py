@@ -108,13 +108,34 @@ def test_a_hybrid_the_planner_cannot_count_is_refused_in_one_line(change, messag
         model_from_hf_dict({**NANO, **change})
 
 
-def test_a_layout_that_splits_a_mixers_groups_or_its_sequence_is_refused():
+def test_a_layout_that_splits_a_mixers_heads_or_groups_unevenly_is_refused():
     nano = replace(NEMOTRON_3_NANO, seq_len=8192)
     with pytest.raises(PlanError, match="TP=16 does not divide the Mamba-2 mixers' 64 heads and 8 groups"):
         check_layout(replace(nano, kv_heads=32), Layout.today(16, 1, 1, global_batch=16))   # attention would split
-    with pytest.raises(PlanError, match="CP=2: context parallelism over a hybrid's recurrent mixers is not modelled"):
-        check_layout(nano, Layout.today(1, 1, 1, cp=2, global_batch=16))
+    with pytest.raises(PlanError, match="CP=16 does not split the Mamba-2 mixers' 8 heads and 1 groups a TP rank"):
+        check_layout(replace(nano, kv_heads=32), Layout.today(8, 1, 1, cp=16, global_batch=16))
     check_layout(nano, Layout.today(2, 1, 1, global_batch=16))   # TP 2 splits 32 heads, 2 KV heads and 8 groups
+    check_layout(nano, Layout.today(1, 1, 1, cp=16, global_batch=16))   # 8 groups repeated over 16 CP ranks
+    nxt = read_hf_config(NANO_DIR.parent / "qwen3-next-80b-a3b", seq_len=8192)
+    with pytest.raises(PlanError, match="CP=2: context parallelism over Gated DeltaNet mixers is not modelled"):
+        check_layout(nxt, Layout.today(1, 1, 1, cp=2, global_batch=16))
+
+
+def test_context_parallel_mamba_sends_its_inputs_to_head_shards_and_its_output_back():
+    """Megatron-Core's MambaContextParallel: z and x (d each), B and C (G N each, a group a CP rank where the ranks
+    outnumber the groups) and dt (H) all-to-all before the scan, the output (d) back after; forward, backward and
+    a recomputed forward each move (c - 1) / c of them, six all-to-alls a pass."""
+    from playground.planner.comm_costs import context_parallel_link, mixer_cp_time
+    from playground.planner.layout import EFFICIENCY as eff
+    nano = replace(NEMOTRON_3_NANO, seq_len=131072)
+    for cp, groups in ((4, 8), (16, 16)):
+        layout = Layout.today(1, 1, 1, cp=cp, global_batch=1, recompute="none")
+        link, bw = context_parallel_link(layout, H100)
+        T = 131072 / cp
+        moved = (cp - 1) / cp * T * (2 * 4096 + 64 + 2 * groups * 128 + 4096) * 2 / (eff.link_rate(link) * bw)
+        assert mixer_cp_time(nano, H100, layout, eff, T, 0.0) == pytest.approx(2 * (6 * (cp - 1) * eff.latency_s + moved))
+    p = predict(nano, H100, Layout.today(1, 1, 8, cp=8, global_batch=8, recompute="full"))
+    assert p["time_breakdown"]["cp_comm_exposed"] > 0
 
 
 
