@@ -277,3 +277,16 @@ def test_granite_4_reads_its_mamba_layers_and_shared_mlp_and_is_counted_to_its_c
     assert not dense.is_moe and dense.ffn_width == 1536
     with pytest.raises(PlanError, match="'layer_types' must list 'mamba' or 'attention' for each of the 40 layers"):
         model_from_hf_dict({**GRANITE_H_SMALL, "layer_types": ["mamba", "linear_attention"] * 20})
+
+
+def test_a_dense_nemotron_h_counts_its_mlp_blocks_as_layers_and_a_mixed_one_its_mlps_as_dense_layers():
+    """Nemotron-H's dense models spell MLP blocks '-': their layers are those MLPs (squared ReLU, ungated), the
+    mixers counted beside them; a pattern with both '-' and 'E' is an MoE whose MLP blocks are dense layers."""
+    dense = model_from_hf_dict({**NANO, "hybrid_override_pattern": "M-M-M*-", "intermediate_size": 10752})
+    assert (dense.layers, dense.ssm_layers, dense.attention_layers, dense.is_moe, dense.ffn_width) == (3, 3, 1, False, 10752)
+    h = 2688
+    attention = h * 32 * 128 + 2 * h * 2 * 128 + 32 * 128 * h
+    blocks = 3 * _mamba_params(h, 64, 64, 128, 8, 4) + attention + 3 * 2 * h * 10752 + 7 * h
+    assert dense.counted_params() == blocks + 2 * 131072 * h + h
+    mixed = model_from_hf_dict({**NANO, "hybrid_override_pattern": "M-ME*E", "intermediate_size": 10752})
+    assert (mixed.layers, mixed.dense_layers, mixed.experts, mixed.ffn_width) == (3, 1, 128, 10752)
