@@ -128,10 +128,11 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
     blocks = (1 + model.attention_share + model.ssm_share) / 2
     replicated = ((FP32_STREAM_BYTES if layout.fp32_stream else BF16_STREAM_BYTES) + (8 if layout.dropout else 0)) \
         * T * h * blocks
-    if model.ssm_layers:   # a hybrid's share of the recurrent mixers' convolution, scan and gated norm
-        scores_bytes += model.ssm_share * model.ssm.elementwise_bytes(T, t)
-    if model.attention_gate:   # Qwen3-Next's gate on the attention's output: read it and the output, write
-        scores_bytes += 3 * BYTES * T * a * model.value_head_size / t * model.attention_share
+    # a hybrid's share of the recurrent mixers' convolution, scan and gated norm; Qwen3-Next's gate on the
+    # attention's output (read it and the output, write the product)
+    mixer_bytes = model.ssm_share * model.ssm.elementwise_bytes(T, t) if model.ssm_layers else 0.0
+    if model.attention_gate:
+        mixer_bytes += 3 * BYTES * T * a * model.value_head_size / t * model.attention_share
     if layout.sequence_parallel:
         replicated /= t
     if moe:
@@ -150,7 +151,7 @@ def layer_forward(model: Model, layout: Layout, gpu, eff: Efficiency, moe: bool 
             mlp_act += (EAGER_MOE_ACT_BYTES / 3 - (10 if model.gated_mlp else 4)) * routed
         replicated += 20 * T * model.heads * model.head_size * (1 + model.kv_head_count / model.heads) / t \
             * model.attention_share if not model.position_embeddings else 0   # RoPE on Q and K
-    elementwise = (replicated + mlp_act + scores_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) \
+    elementwise = (replicated + mlp_act + scores_bytes + mixer_bytes + cast) / (eff.hbm * gpu.hbm_bytes_per_s) \
         + (8 + (model.ssm.kernels * model.ssm_share if model.ssm_layers else 0)) * eff.kernel_s
     if moe:   # the MoE block's kernels' gaps on the device beyond its GEMMs' charged above (a third a pass)
         elementwise += moe_gap_time(model, layout, gemms, eff) / 3
