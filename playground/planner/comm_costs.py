@@ -241,14 +241,15 @@ def context_parallel_time(model: Model, cluster: Cluster, layout: Layout, eff: E
 
 
 def mixer_cp_time(model: Model, cluster: Cluster, layout: Layout, eff: Efficiency, T: float, rc: float) -> float:
-    """Seconds Megatron-Core's Mamba context parallelism adds to one recurrent mixer and micro-batch: its five
-    inputs all-to-all to head shards and its output back (``ssm.Mamba2.cp_widths``), forward, recomputed forward and
-    their gradients backward, exposed (the scan waits for them), as Ulysses' are."""
+    """Seconds Megatron-Core's head-parallel context parallelism adds to one recurrent mixer and micro-batch: its
+    inputs all-to-all to head shards and its output back (``cp_widths``; Mamba-2's five inputs apart, Gated
+    DeltaNet's at once: ``cp_calls``), forward, recomputed forward and their gradients backward, exposed (the scan waits
+    for them), as Ulysses' are."""
     c = layout.cp
     link, bw = context_parallel_link(layout, cluster)
     sent, back = model.ssm.cp_widths(layout.tp, c)
     moved = (c - 1) / c * T * (sent + back) * BYTES / (eff.link_rate(link) * bw)
-    return (2 + rc) * (6 * (c - 1) * eff.latency_s + moved)
+    return (2 + rc) * (model.ssm.cp_calls * (c - 1) * eff.latency_s + moved)
 
 
 def pass_windows(cost: dict) -> tuple[float, float]:

@@ -40,9 +40,9 @@ for the norm.  What it keeps: ``in_proj``'s outputs, the convolution's, the scan
 
 Tensor parallelism splits the heads (and Mamba-2's groups), which must divide by TP, as Megatron-Core does; the
 scans' products multiply activations, run in bf16 whatever the GEMMs' precision (Triton kernels).  Context
-parallelism over Mamba-2 is Megatron-Core's (``MambaContextParallel``): the mixer's inputs go all-to-all from
-sequence shards to head shards, each rank scans the whole sequence for its heads, and the output comes back
-(``cp_widths``); over Gated DeltaNet it is refused.
+parallelism is Megatron-Core's head-parallel one (``MambaContextParallel``; Gated DeltaNet's headwise mode): the
+mixer's inputs go all-to-all from sequence shards to head shards, each rank scans the whole sequence for its heads,
+and the output comes back (``cp_widths``, ``cp_calls``).
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class Mamba2:
     # forward kernels past the GEMMs: the convolution, the scan's five (dt's cumulative sum, the chunk states, their
     # passing, C B^T, the chunk outputs) and the gated norm
     kernels = 7
+    cp_calls = 6          # all-to-alls a pass under CP: z, x, B, C and dt apart, the output back
 
     def __post_init__(self):
         _whole("Mamba-2", self, ("heads", "head_dim", "state", "groups", "conv", "chunk"))
@@ -181,6 +182,7 @@ class GatedDeltaNet:
     # the scan's six (the decay's cumulative sum, K K^T, its triangular inverse, the corrected keys and values, the
     # chunk states, the outputs) and the gated norm
     kernels = 11
+    cp_calls = 2          # all-to-alls a pass under CP: the inputs at once, the output back
 
     def __post_init__(self):
         _whole("Gated DeltaNet", self, ("key_heads", "key_dim", "value_heads", "value_dim", "conv", "chunk"))
@@ -214,8 +216,17 @@ class GatedDeltaNet:
         return 7
 
     def check_cp(self, tp: int, cp: int) -> None:
-        raise PlanError(f"CP={cp}: context parallelism over Gated DeltaNet mixers is not modelled (their chunk states "
-                        "pass along the sequence); use CP=1")
+        """Megatron-Core's headwise context parallelism for Gated DeltaNet gives each CP rank whole key and value
+        heads."""
+        if (self.key_heads // tp) % cp or (self.value_heads // tp) % cp:
+            raise PlanError(f"CP={cp} does not split the Gated DeltaNet mixers' {self.key_heads // tp} key heads and "
+                            f"{self.value_heads // tp} value heads a TP rank (each must divide by CP)")
+
+    def cp_widths(self, tp: int, cp: int) -> tuple[float, float]:
+        """Channels a token of one TP rank sends in Megatron-Core's headwise Gated DeltaNet context parallelism: all of
+        ``in_proj``'s outputs (queries, keys, values, z, beta, the decay) in one all-to-all to head shards before the
+        convolution, the gated norm's output back after."""
+        return self.in_width / tp, self.inner / tp
 
     def check_tp(self, tp: int) -> None:
         if self.key_heads % tp or self.value_heads % tp:

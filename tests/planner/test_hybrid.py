@@ -117,11 +117,12 @@ def test_a_layout_that_splits_a_mixers_heads_or_groups_unevenly_is_refused():
     check_layout(nano, Layout.today(2, 1, 1, global_batch=16))   # TP 2 splits 32 heads, 2 KV heads and 8 groups
     check_layout(nano, Layout.today(1, 1, 1, cp=16, global_batch=16))   # 8 groups repeated over 16 CP ranks
     nxt = read_hf_config(NANO_DIR.parent / "qwen3-next-80b-a3b", seq_len=8192)
-    with pytest.raises(PlanError, match="CP=2: context parallelism over Gated DeltaNet mixers is not modelled"):
-        check_layout(nxt, Layout.today(1, 1, 1, cp=2, global_batch=16))
+    with pytest.raises(PlanError, match="CP=32 does not split the Gated DeltaNet mixers' 16 key heads and 32 value"):
+        check_layout(nxt, Layout.today(1, 1, 1, cp=32, global_batch=16))
+    check_layout(nxt, Layout.today(1, 1, 1, cp=16, global_batch=16))   # headwise: 16 key heads over 16 ranks
 
 
-def test_context_parallel_mamba_sends_its_inputs_to_head_shards_and_its_output_back():
+def test_context_parallel_mixers_send_their_inputs_to_head_shards_and_their_output_back():
     """Megatron-Core's MambaContextParallel: z and x (d each), B and C (G N each, a group a CP rank where the ranks
     outnumber the groups) and dt (H) all-to-all before the scan, the output (d) back after; forward, backward and
     a recomputed forward each move (c - 1) / c of them, six all-to-alls a pass."""
@@ -136,6 +137,12 @@ def test_context_parallel_mamba_sends_its_inputs_to_head_shards_and_its_output_b
         assert mixer_cp_time(nano, H100, layout, eff, T, 0.0) == pytest.approx(2 * (6 * (cp - 1) * eff.latency_s + moved))
     p = predict(nano, H100, Layout.today(1, 1, 8, cp=8, global_batch=8, recompute="full"))
     assert p["time_breakdown"]["cp_comm_exposed"] > 0
+    # Gated DeltaNet's headwise mode: all of in_proj's outputs in one all-to-all, the gated norm's output back
+    nxt = replace(read_hf_config(NEXT_DIR), seq_len=131072)
+    layout = Layout.today(1, 1, 1, cp=4, global_batch=1, recompute="none")
+    link, bw = context_parallel_link(layout, H100)
+    moved = 3 / 4 * 32768 * (2 * 2048 + 2 * 4096 + 2 * 32 + 4096) * 2 / (eff.link_rate(link) * bw)
+    assert mixer_cp_time(nxt, H100, layout, eff, 32768, 0.0) == pytest.approx(2 * (2 * 3 * eff.latency_s + moved))
 
 
 
