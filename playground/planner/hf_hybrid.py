@@ -54,6 +54,9 @@ def _blocks(keys: Keys) -> list[str]:
                             f"{', '.join(BLOCKS.values())}, got {words!r}")
         return words
     pattern = keys.get("hybrid_override_pattern")
+    if pattern is None:
+        raise PlanError(f"{keys.source} lacks 'hybrid_override_pattern' (or 'layers_block_type'): the order of its "
+                        "Mamba-2, attention, MLP and MoE blocks")
     if not isinstance(pattern, str) or not pattern or set(pattern) - set(BLOCKS):
         raise PlanError(f"{keys.source}: 'hybrid_override_pattern' must be a string of the block letters "
                         f"{''.join(BLOCKS)} (Mamba-2, attention, MLP, MoE), got {pattern!r}")

@@ -49,7 +49,13 @@ PURPOSE = {"num_hidden_layers": "the layer count", "hidden_size": "the hidden si
            "n_routed_experts": "the expert count", "num_experts_per_tok": "the experts per token",
            "moe_intermediate_size": "the expert width", "kv_lora_rank": "MLA's key/value rank",
            "qk_rope_head_dim": "MLA's rotary head size", "qk_nope_head_dim": "MLA's head size",
-           "v_head_dim": "MLA's value head size"}
+           "v_head_dim": "MLA's value head size",
+           "mamba_num_heads": "the Mamba-2 mixers' heads", "mamba_head_dim": "the Mamba-2 heads' size",
+           "ssm_state_size": "the Mamba-2 state size", "mamba_n_heads": "the Mamba-2 mixers' heads",
+           "mamba_d_head": "the Mamba-2 heads' size",
+           "linear_num_key_heads": "Gated DeltaNet's key heads", "linear_key_head_dim": "Gated DeltaNet's key size",
+           "linear_num_value_heads": "Gated DeltaNet's value heads",
+           "linear_value_head_dim": "Gated DeltaNet's value size"}
 
 
 class Keys:

@@ -297,3 +297,13 @@ def test_a_dense_nemotron_h_counts_its_mlp_blocks_as_layers_and_a_mixed_one_its_
     assert dense.counted_params() == blocks + 2 * 131072 * h + h
     mixed = model_from_hf_dict({**NANO, "hybrid_override_pattern": "M-ME*E", "intermediate_size": 10752})
     assert (mixed.layers, mixed.dense_layers, mixed.experts, mixed.ffn_width) == (3, 1, 128, 10752)
+
+
+@pytest.mark.parametrize("config, missing, message", [
+    (NANO, "mamba_num_heads", "lacks 'mamba_num_heads' .needed for the Mamba-2 mixers' heads."),
+    (NANO, "hybrid_override_pattern", "lacks 'hybrid_override_pattern' .or 'layers_block_type'.: the order of its"),
+    (NEXT, "linear_num_value_heads", "lacks 'linear_num_value_heads' .needed for Gated DeltaNet's value heads."),
+])
+def test_a_hybrid_config_missing_a_key_says_which_and_what_for(config, missing, message):
+    with pytest.raises(PlanError, match=message):
+        model_from_hf_dict({k: v for k, v in config.items() if k != missing})
