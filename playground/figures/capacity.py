@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+from matplotlib.patches import Patch
 
 from playground import hardware
 from playground.figures import figure
 from playground.planner.capacity_explorer import MFU, explorer_figure  # MFU: the fixed MFU of the sweeps below
+from playground.planner.gemms import ATTENTION_CORE, layer_gemms
 from playground.planner.layout import Layout
 from playground.planner.memory import FRAGMENTATION, FRAMEWORK_BYTES, memory_per_gpu, usable_memory_bytes
 from playground.planner.presets import preset
+from playground.planner.published_automodel import NEMOTRON_3_NANO
 from playground.planner.replay import plan_json, published_table
+from playground.planner.ssm import SCAN_GEMMS
 from playground.plotting import COLORS, new_figure
 
 @figure("capacity_gpu_hours.png")
@@ -105,3 +111,44 @@ def planner_vs_published():
 @figure("capacity_explorer.png")
 def explorer_default():
     return explorer_figure()[0]
+
+
+@figure("capacity_hybrid.png")
+def hybrid_blocks_and_flops():
+    """Nemotron 3 Nano's 52 blocks in order, and its forward FLOPs a token against the sequence: the 23 Mamba-2
+    mixers flat, the 6 attention layers' scores and context growing with it, and the same model with attention in
+    its mixers' place (every count from ``gemms.layer_gemms``)."""
+    nano = NEMOTRON_3_NANO
+    fig, (top, ax) = new_figure(nrows=2, width=6.8, height=4.8, gridspec_kw={"height_ratios": [1, 4]})
+    pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"   # its config's hybrid_override_pattern
+    kinds = {"M": ("Mamba-2 mixer", COLORS[0]), "*": ("attention", COLORS[3]), "E": ("MoE", COLORS[2])}
+    for i, block in enumerate(pattern):
+        top.bar(i, 1, width=0.9, color=kinds[block][1])
+    top.set_xlim(-1, len(pattern))
+    top.set_yticks([])
+    top.set_xticks([0, 13, 26, 39, 51])
+    top.grid(False)
+    top.set_title("Nemotron 3 Nano: 23 Mamba-2 mixers, 6 attention layers, 23 MoEs", fontsize=10)
+    top.legend(handles=[Patch(color=color, label=label) for label, color in kinds.values()], ncols=3, fontsize=8,
+               loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
+    lengths = 2 ** np.arange(12, 21)
+
+    def per_token(model, pick):
+        return np.array([model.layers * sum(2 * c * M * N * K for n, c, M, N, K in
+                                            layer_gemms(replace(model, seq_len=int(s)), 1, 1, moe=True) if pick(n)) / s
+                         for s in lengths]) / 1e9
+    mixers = per_token(nano, lambda n: n.startswith("ssm_") or n in SCAN_GEMMS)
+    core = per_token(nano, lambda n: n in ATTENTION_CORE)
+    total = per_token(nano, lambda n: True)
+    as_attention = per_token(replace(nano, ssm_layers=0, attention_layers=nano.attention_layers + nano.ssm_layers),
+                             lambda n: True)
+    ax.loglog(lengths, as_attention, "o--", ms=3, color="grey", label="attention in every mixer's place (29 layers)")
+    ax.loglog(lengths, total, "o-", ms=3, color="black", label="Nemotron 3 Nano, all its layers' GEMMs")
+    ax.loglog(lengths, mixers, "s-", ms=3, color=COLORS[0], label="its 23 Mamba-2 mixers")
+    ax.loglog(lengths, core, "^-", ms=3, color=COLORS[3], label="its 6 attention layers' scores and context")
+    ax.set_xticks(lengths[::2], [f"{int(s) // 1024}K" for s in lengths[::2]])
+    ax.set_xticks([], minor=True)
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel("forward GFLOP a token")
+    ax.legend(fontsize=8)
+    return fig
