@@ -166,6 +166,11 @@ class Model:
         return sparse_attention_note(self)
 
     @property
+    def is_hybrid(self) -> bool:
+        """Recurrent mixers beside attention, or attention counted apart from the layers."""
+        return bool(self.ssm_layers) or self.attention_layers is not None
+
+    @property
     def attention_share(self) -> float:
         """Attention mixers a layer (1, but in a hybrid)."""
         return 1.0 if self.attention_layers is None else self.attention_layers / self.layers
@@ -207,12 +212,12 @@ class Model:
     def _layer_norms(self) -> float:
         """Norm weights of one layer: before attention (each mixer, in a hybrid) and the MLP, and after each with
         sandwich norms."""
-        norms = 2 if self.attention_layers is None and not self.ssm_layers else 1 + self.attention_share + self.ssm_share
+        norms = 1 + self.attention_share + self.ssm_share if self.is_hybrid else 2   # 2 stays a whole number
         return (2 if self.sandwich_norm else 1) * norms * self._norm()
 
     def mixer_params(self) -> float:
         """One layer's mixers: its attention block, or in a hybrid its share of the attention and recurrent ones."""
-        if self.attention_layers is None and not self.ssm_layers:
+        if not self.is_hybrid:   # a whole number, as every other model's count
             return self.attention_params()
         ssm = self.ssm_share * self.ssm.params(self.hidden) if self.ssm_layers else 0
         return self.attention_share * self.attention_params() + ssm

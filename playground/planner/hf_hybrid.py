@@ -84,13 +84,12 @@ def nemotron_h(keys: Keys, name: str, seq_len: int) -> Model:
                    state=keys.int("ssm_state_size"), groups=keys.int("n_groups", None) or keys.int("mamba_n_groups", 1),
                    conv=keys.int("conv_kernel", 4), chunk=keys.int("chunk_size", 128),
                    conv_bias=keys.bool("use_conv_bias", True), proj_bias=keys.bool("use_bias", False))
-    mlp_bias = keys.bool("mlp_bias", False)
     shape = dict(layers=layers, hidden=hidden, heads=heads, vocab=keys.int("vocab_size"), seq_len=seq_len,
                  ffn=keys.int("intermediate_size", None) if count["mlp"] else None,
                  kv_heads=keys.int("num_key_value_heads", heads),
                  head_dim=None if head_dim in (None, hidden // heads) else head_dim, gated_mlp=False,
                  tied_embeddings=keys.bool("tie_word_embeddings", False), position_embeddings=False,
-                 qkv_bias=keys.bool("attention_bias", False), proj_bias=mlp_bias, norm="rmsnorm",
+                 qkv_bias=keys.bool("attention_bias", False), proj_bias=keys.bool("mlp_bias", False), norm="rmsnorm",
                  ssm=mixer, ssm_layers=count["mamba"], attention_layers=count["attention"], name=name,
                  max_positions=keys.int("max_position_embeddings", None))
     if count["moe"]:

@@ -25,8 +25,8 @@ def model_line(model) -> str:
     if model.sparse_keys:
         window += f", sparse attention over {model.sparse_keys:,} keys (an indexer of {model.indexer_heads} heads)"
     layers, sep = f"{model.layers} layers", ", "
-    if model.ssm_layers or model.attention_layers is not None:   # a hybrid: its blocks of each kind
-        attention = model.layers if model.attention_layers is None else model.attention_layers
+    if model.is_hybrid:   # its blocks of each kind
+        attention = round(model.attention_share * model.layers)
         ffn = "MLP" if not model.is_moe else "MoE" if not model.dense_layers else "MLP or MoE"
         mixer = model.ssm.describe() if model.ssm else "recurrent"
         gated = "gated attention" if model.attention_gate else "attention"

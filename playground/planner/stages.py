@@ -77,9 +77,9 @@ def placement_note(model: Model, layout) -> str:
     """How the layers sit on the stages, in words (for the report); a hybrid's layers are its MLPs or MoEs, each
     with its share of the mixers."""
     stages = stage_layers(model, layout)
-    hybrid = "" if model.attention_layers is None and not model.ssm_layers else (
+    hybrid = "" if not model.is_hybrid else (
         f" (each an {'MoE' if model.is_moe else 'MLP'} with its share of the {model.ssm_layers} recurrent and "
-        f"{model.attention_layers if model.attention_layers is not None else model.layers} attention mixers)")
+        f"{round(model.attention_share * model.layers)} attention mixers)")
     if len(set(stages)) == 1:
         return (f"{model.layers} layers{hybrid}, {stages[0]} per stage" if layout.pp > 1
                 else f"{model.layers} layers{hybrid}")

@@ -13,18 +13,14 @@ from playground.planner.hf_config import model_from_hf_dict, read_hf_config
 from playground.planner.layout_checks import check_layout
 from playground.planner.memory import memory_per_gpu
 from playground.planner.published_automodel import AUTOMODEL_HYBRID, NEMOTRON_3_NANO
+from playground.planner.published_zoo import QWEN3_NEXT
 from playground.planner.ssm import GatedDeltaNet, Mamba2
 from playground.planner.step_time import predict
+from test_model_configs import within_published_rounding   # tests/planner is on the path (tests/conftest.py)
 
 NANO_DIR = Path(__file__).resolve().parents[2] / "chapters" / "configs" / "families" / "nemotron-3-nano"
 NANO = json.loads((NANO_DIR / "config.json").read_text())
 H100 = Cluster.of("H100")
-
-
-def within_published_rounding(count: float, published: str) -> bool:
-    """A published "31.6" (billions) is the count rounded or cut to its last digit: within one unit of it."""
-    unit = 10.0 ** -len(published.partition(".")[2])
-    return abs(count / 1e9 - float(published)) < unit
 
 
 def test_nemotron_3_nano_reads_its_blocks_and_is_counted_to_its_card():
@@ -95,17 +91,24 @@ def test_the_hybrid_published_run_is_predicted_and_fits_as_read():
     assert p["tokens_per_s"] / run.layout.gpus == pytest.approx(15013, rel=0.02)   # 0.89 of its 16,789 tokens/s
 
 
-@pytest.mark.parametrize("change, message", [
+NEXT_DIR = NANO_DIR.parent / "qwen3-next-80b-a3b"
+NEXT = json.loads((NEXT_DIR / "config.json").read_text())
+
+
+@pytest.mark.parametrize("config, change, message", [(NANO, *case) for case in [
     ({"moe_latent_size": 672}, "a latent MoE .'moe_latent_size'"),
     ({"hybrid_override_pattern": "MEM*X"}, "must be a string of the block letters M\\*-E"),
     ({"hybrid_override_pattern": "MM*M"}, "no MLP or MoE block in its 4 blocks"),
     ({"layers_block_type": ["mamba", "moe", "linear"]}, "'layers_block_type' must list blocks among"),
     ({"mlp_hidden_act": "swiglu"}, "'mlp_hidden_act' 'swiglu' is not an ungated activation"),
     ({"mamba_num_heads": 60}, "Mamba-2 groups .8. must divide its heads .60."),
-])
-def test_a_hybrid_the_planner_cannot_count_is_refused_in_one_line(change, message):
+]] + [(NEXT, *case) for case in [
+    ({"layer_types": ["linear_attention", "sliding_attention"] * 24}, "'layer_types' must list 'linear_attention' or"),
+    ({"linear_num_key_heads": 12}, "Gated DeltaNet key heads .12. must divide its value heads .32."),
+]])
+def test_a_hybrid_the_planner_cannot_count_is_refused_in_one_line(config, change, message):
     with pytest.raises(PlanError, match=message):
-        model_from_hf_dict({**NANO, **change})
+        model_from_hf_dict({**config, **change})
 
 
 def test_a_layout_that_splits_a_mixers_heads_or_groups_unevenly_is_refused():
@@ -157,8 +160,6 @@ def test_the_command_line_plans_a_hybrid_from_its_config_and_says_how_it_counted
 
 
 # ----------------------------------------------------------------------------- Gated DeltaNet: Qwen3-Next, Qwen3.5
-NEXT_DIR = NANO_DIR.parent / "qwen3-next-80b-a3b"
-NEXT = json.loads((NEXT_DIR / "config.json").read_text())
 
 
 def test_qwen3_next_reads_its_gated_deltanet_layers_and_is_counted_to_its_card():
@@ -169,6 +170,7 @@ def test_qwen3_next_reads_its_gated_deltanet_layers_and_is_counted_to_its_card()
     assert (nxt.experts, nxt.top_k, nxt.shared_width, nxt.shared_expert_gate, nxt.qk_norm) == (512, 10, 512, True, True)
     assert within_published_rounding(nxt.param_count, "80")
     assert within_published_rounding(nxt.active_param_count - 2 * 151936 * 2048, "3")
+    assert nxt == replace(QWEN3_NEXT, seq_len=4096)   # the validation row's model is the chapter's config
     assert nxt.describe().startswith("48 layers: 36 Gated DeltaNet (16 key heads of 128, 32 value heads of 128) and "
                                      "12 gated attention, each with its MoE")
 
@@ -214,15 +216,6 @@ def test_a_gate_on_the_attention_output_widens_the_query_projection():
     layout = Layout.today(global_batch=1)
     assert flops_per_step(nxt, layout, "none") - flops_per_step(plain, layout, "none") == pytest.approx(
         3 * 4096 * 12 * 2 * 2048 * 16 * 256 * (8192 / 4096))   # 12 attention layers, 8,192 tokens
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"layer_types": ["linear_attention", "sliding_attention"] * 24}, "'layer_types' must list 'linear_attention' or"),
-    ({"linear_num_key_heads": 12}, "Gated DeltaNet key heads .12. must divide its value heads .32."),
-])
-def test_a_gated_deltanet_config_the_planner_cannot_count_is_refused_in_one_line(change, message):
-    with pytest.raises(PlanError, match=message):
-        model_from_hf_dict({**NEXT, **change})
 
 
 def test_tp_must_split_the_deltanets_key_heads():
